@@ -1,0 +1,167 @@
+/// An error raised by Tessera: by the engine while moving bytes, and (in later layers) while
+/// resolving, storing or verifying a download.
+///
+/// The type is a struct, not an enum, so new codes can be added without breaking callers
+/// (the shape of swift-nio's `FileSystemError`). Decide what to do from ``code`` and from the
+/// derived properties such as ``isTransient`` or ``suggestsReResolve``; show ``message`` to
+/// people.
+public struct DownloadError: Error, Sendable, CustomStringConvertible {
+    /// What went wrong, as a value that can be compared and switched over with `==`.
+    public struct Code: Hashable, Sendable, CustomStringConvertible {
+        fileprivate enum Base: String, Sendable {
+            case invalidRequest
+            case unsupportedScheme
+            case dnsFailure
+            case connectionRefused
+            case networkUnreachable
+            case timeout
+            case connectionLost
+            case tlsFailure
+            case tooManyRedirects
+            case httpStatus
+            case rangeMismatch
+            case rangeNotSupported
+            case contentChanged
+            case sizeMismatch
+            case responseTooLarge
+            case writeFailed
+            case diskFull
+            case cancelled
+            case engineShutDown
+            case transport
+        }
+
+        fileprivate let base: Base
+
+        private init(_ base: Base) { self.base = base }
+
+        /// The request itself is malformed: a URL that does not parse, a header with a line break.
+        public static let invalidRequest = Code(.invalidRequest)
+        /// The URL, or a redirect, uses a scheme other than `http` or `https`.
+        public static let unsupportedScheme = Code(.unsupportedScheme)
+        /// The host name (or the proxy's) could not be resolved.
+        public static let dnsFailure = Code(.dnsFailure)
+        /// The host answered the connection attempt with a refusal, or the attempt failed.
+        public static let connectionRefused = Code(.connectionRefused)
+        /// The network or the host is unreachable: no route, no link.
+        public static let networkUnreachable = Code(.networkUnreachable)
+        /// Connecting took too long, or the transfer stayed below the low-speed limit.
+        public static let timeout = Code(.timeout)
+        /// The connection broke mid-transfer, or the server sent nothing or a truncated body.
+        public static let connectionLost = Code(.connectionLost)
+        /// The TLS handshake or the peer's certificate failed.
+        public static let tlsFailure = Code(.tlsFailure)
+        /// More redirects than the configured maximum.
+        public static let tooManyRedirects = Code(.tooManyRedirects)
+        /// The server answered with a status that is not a success; see ``DownloadError/httpStatus``.
+        public static let httpStatus = Code(.httpStatus)
+        /// The server's `Content-Range` or `Content-Length` does not match the bytes asked for.
+        public static let rangeMismatch = Code(.rangeMismatch)
+        /// A byte range was asked for and the server sent the whole resource instead.
+        public static let rangeNotSupported = Code(.rangeNotSupported)
+        /// The resource changed (a new `ETag` or `Last-Modified`) while part of it was on disk.
+        public static let contentChanged = Code(.contentChanged)
+        /// The transfer completed with a size other than the expected one.
+        public static let sizeMismatch = Code(.sizeMismatch)
+        /// An in-memory response grew over its limit.
+        public static let responseTooLarge = Code(.responseTooLarge)
+        /// Writing to the destination failed (permissions, I/O error, a missing directory).
+        public static let writeFailed = Code(.writeFailed)
+        /// Writing failed because the disk is full (`ENOSPC`, `EDQUOT`).
+        public static let diskFull = Code(.diskFull)
+        /// The transfer was cancelled.
+        public static let cancelled = Code(.cancelled)
+        /// The engine was shut down before the transfer finished.
+        public static let engineShutDown = Code(.engineShutDown)
+        /// Any other libcurl failure; see ``DownloadError/curlCode``.
+        public static let transport = Code(.transport)
+
+        public var description: String { base.rawValue }
+    }
+
+    /// What went wrong.
+    public var code: Code
+    /// A sentence a person can act on.
+    public var message: String
+    /// The URL the failure is about, when there is one.
+    public var url: String?
+    /// The HTTP status of the final response, when the server answered.
+    public var httpStatus: Int?
+    /// How long the server asked to wait before trying again (`Retry-After`).
+    public var retryAfter: Duration?
+    /// The bytes that are on disk and valid after the failure, and the validator that lets a
+    /// later attempt resume them.
+    public var checkpoint: TransferCheckpoint?
+    /// The libcurl result code, for ``Code/transport`` and network failures.
+    public var curlCode: Int?
+    /// The operating-system error number behind the failure, when known.
+    public var systemErrno: Int32?
+
+    /// Creates an error.
+    public init(
+        _ code: Code,
+        _ message: String,
+        url: String? = nil,
+        httpStatus: Int? = nil,
+        retryAfter: Duration? = nil,
+        checkpoint: TransferCheckpoint? = nil,
+        curlCode: Int? = nil,
+        systemErrno: Int32? = nil
+    ) {
+        self.code = code
+        self.message = message
+        self.url = url
+        self.httpStatus = httpStatus
+        self.retryAfter = retryAfter
+        self.checkpoint = checkpoint
+        self.curlCode = curlCode
+        self.systemErrno = systemErrno
+    }
+
+    public var description: String {
+        var text = "\(code): \(message)"
+        if let url { text += " (\(url))" }
+        return text
+    }
+}
+
+extension DownloadError {
+    /// Whether the failure says the network (not the server) is unavailable: name resolution
+    /// failed or no route exists. A download manager waits for the network instead of burning
+    /// retries on these.
+    public var isNetworkUnavailable: Bool {
+        code == .dnsFailure || code == .networkUnreachable
+    }
+
+    /// Whether trying the same request again later may succeed.
+    public var isTransient: Bool {
+        switch code {
+        case .dnsFailure, .connectionRefused, .networkUnreachable, .timeout, .connectionLost, .contentChanged,
+            .rangeMismatch, .sizeMismatch:
+            return true
+        case .httpStatus:
+            guard let status = httpStatus else { return false }
+            return status == 408 || status == 425 || status == 429 || (500...599).contains(status)
+        default:
+            return false
+        }
+    }
+
+    /// Whether the URL itself is likely stale (expired signature, moved content), so the entity
+    /// should be resolved again: HTTP 403, 404 or 410.
+    public var suggestsReResolve: Bool {
+        code == .httpStatus && [403, 404, 410].contains(httpStatus ?? 0)
+    }
+
+    /// Whether the failure comes from the local disk rather than the network.
+    public var isLocal: Bool {
+        code == .writeFailed || code == .diskFull
+    }
+}
+
+extension DownloadError: Equatable {
+    /// Two errors are equal when their code, status and URL are; messages may differ in wording.
+    public static func == (lhs: DownloadError, rhs: DownloadError) -> Bool {
+        lhs.code == rhs.code && lhs.httpStatus == rhs.httpStatus && lhs.url == rhs.url
+    }
+}

@@ -1,0 +1,59 @@
+import Logging
+
+extension CurlEngine {
+    /// How the engine connects, limits and identifies itself. Every field has a safe default.
+    public struct Configuration: Sendable {
+        /// How proxies are chosen.
+        public enum Proxy: Sendable, Hashable {
+            /// libcurl's default: the `http_proxy`, `https_proxy`, `all_proxy` and `no_proxy`
+            /// environment variables.
+            case environment
+            /// No proxy, whatever the environment says.
+            case none
+            /// This proxy, e.g. `http://proxy:3128` or `socks5h://127.0.0.1:1080`.
+            case url(String)
+        }
+
+        /// At most this many connections open at once, across all hosts (`CURLMOPT_MAX_TOTAL_CONNECTIONS`).
+        /// Transfers beyond it wait for a connection.
+        public var maxConnections: Int = 16
+        /// At most this many connections to one host (`CURLMOPT_MAX_HOST_CONNECTIONS`).
+        public var maxConnectionsPerHost: Int = 16
+        /// At most this many transfers handed to libcurl at once; the rest wait in the engine's
+        /// queue, in submission order, and cost no libcurl resources while they wait.
+        public var maxActiveTransfers: Int = 64
+        /// One limit shared by every transfer, in bytes per second; `nil` for none.
+        public var globalRateLimit: Int64?
+        /// How long establishing a connection may take.
+        public var connectTimeout: Duration = .seconds(30)
+        /// A transfer slower than ``lowSpeedLimit`` bytes per second for this long is aborted
+        /// with ``DownloadError/Code/timeout``. Time paused by a rate limit does not count.
+        public var lowSpeedTime: Duration = .seconds(60)
+        /// See ``lowSpeedTime``.
+        public var lowSpeedLimit: Int = 1
+        /// At most this many redirects are followed.
+        public var maxRedirects: Int = 10
+        /// Whether TLS peers must present a certificate the system trusts. Turn off only for
+        /// local testing.
+        public var verifiesTLSPeer: Bool = true
+        /// A file of trusted CA certificates instead of the system's.
+        public var caBundlePath: String?
+        /// The proxy.
+        public var proxy: Proxy = .environment
+        /// The `User-Agent` sent with every request.
+        public var userAgent: String = "Tessera/\(Tessera.version)"
+        /// Header fields sent with every request; a request's own fields replace them by name.
+        public var defaultHeaders: HTTPHeaders = HTTPHeaders()
+        /// At most one progress callback per transfer per this interval, plus a final one.
+        public var progressInterval: Duration = .milliseconds(200)
+        /// The receive buffer of each transfer, in bytes (`CURLOPT_BUFFERSIZE`).
+        public var receiveBufferSize: Int = 64 * 1024
+        /// Whether HTTP/2 is negotiated over TLS and transfers to one host share a connection.
+        public var allowsHTTP2: Bool = true
+        /// Where the engine logs; debug level shows each transfer's start and end.
+        public var logger: Logger = Logger(label: "tessera.engine")
+
+        /// Creates the default configuration.
+        public init() {}
+    }
+}

@@ -1,0 +1,105 @@
+import CCurl
+import Foundation
+
+/// The download engine every entity shares: one libcurl multi handle driven by one dedicated
+/// thread, with an `async` API on top.
+///
+/// Submit a ``TransferRequest`` with ``transfer(_:progress:)`` and await its ``TransferResult``.
+/// The engine reuses connections, multiplexes HTTP/2 streams where the server offers them,
+/// limits connections in total and per host, applies one rate limit across all transfers,
+/// resumes partial files with `Range` + `If-Range`, and writes the body straight to disk from
+/// libcurl's callback, so memory stays flat whatever the size of the file.
+///
+/// Cancelling the awaiting Swift task removes the transfer from libcurl at once; the thrown
+/// ``DownloadError`` carries a ``TransferCheckpoint`` to resume from.
+///
+/// ```swift
+/// let engine = try CurlEngine()
+/// let result = try await engine.transfer(.download(url, to: "/tmp/file.bin")) { progress in
+///     print(progress.bytesWritten, progress.totalBytes ?? -1)
+/// }
+/// ```
+public final class CurlEngine: Sendable {
+    private let core: EngineCore
+
+    /// The configuration the engine was created with.
+    public var configuration: Configuration { core.configuration }
+
+    /// Starts the engine thread.
+    public init(configuration: Configuration = Configuration()) throws(DownloadError) {
+        let core = try EngineCore(configuration: configuration)
+        self.core = core
+        let thread = Thread { core.run() }
+        thread.name = "tessera-curl"
+        thread.stackSize = 1 << 20
+        thread.start()
+    }
+
+    deinit {
+        core.requestShutdown()
+    }
+
+    /// Runs one transfer and returns when it is complete.
+    ///
+    /// - Parameters:
+    ///   - request: what to fetch and where to put it.
+    ///   - progress: called on the engine thread at most once per
+    ///     ``Configuration/progressInterval`` and once at the end; it must return quickly.
+    /// - Throws: ``DownloadError`` only; ``DownloadError/Code/cancelled`` when the calling task
+    ///   is cancelled.
+    public func transfer(
+        _ request: TransferRequest,
+        progress: (@Sendable (TransferProgress) -> Void)? = nil
+    ) async throws -> TransferResult {
+        try request.validate()
+        let token = core.makeToken()
+        let core = self.core
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                core.submit(PendingTransfer(
+                    token: token, request: request, continuation: continuation, progress: progress))
+            }
+        } onCancel: {
+            core.cancel(token)
+        }
+    }
+
+    /// Changes the limit shared by all transfers, in bytes per second; `nil` removes it.
+    public func setGlobalRateLimit(_ bytesPerSecond: Int64?) {
+        core.setRateLimit(bytesPerSecond)
+    }
+
+    /// Stops the engine: running and queued transfers fail with
+    /// ``DownloadError/Code/engineShutDown`` and the thread exits before this returns.
+    public func shutdown() async {
+        core.requestShutdown()
+        await core.waitUntilExited()
+    }
+
+    /// Counters for monitoring and tests.
+    public struct Statistics: Sendable, Hashable {
+        /// Transfers handed to libcurl now.
+        public var activeTransfers: Int
+        /// Transfers waiting for a slot.
+        public var queuedTransfers: Int
+        /// Transfers finished, in success or failure, since the engine started.
+        public var finishedTransfers: Int
+        /// Body bytes received by finished transfers.
+        public var bytesReceived: Int64
+    }
+
+    /// The engine's counters now.
+    public var statistics: Statistics {
+        Statistics(
+            activeTransfers: core.activeCount.load(ordering: .relaxed),
+            queuedTransfers: core.queuedCount.load(ordering: .relaxed),
+            finishedTransfers: core.completedCount.load(ordering: .relaxed),
+            bytesReceived: core.receivedTotal.load(ordering: .relaxed))
+    }
+
+    /// The version of the libcurl in use, e.g. `7.88.1`.
+    public static var libcurlVersion: String { String(cString: tessera_curl_version_string()) }
+
+    /// Whether the libcurl in use can speak HTTP/2.
+    public static var supportsHTTP2: Bool { tessera_curl_supports_http2() != 0 }
+}

@@ -1,0 +1,667 @@
+import CCurl
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// One transfer handed to libcurl. Lives on the engine thread only: created, driven by
+/// libcurl's callbacks and finished there, so it needs no lock.
+final class CurlTransfer {
+    /// Where the body goes once the response is known.
+    enum Sink {
+        case undecided
+        case file
+        case memory(limit: Int)
+        /// Read, count and drop: the `.discard` destination.
+        case discard
+        /// Ignore: the body of a `416` for a complete copy.
+        case drop
+        /// An error status: keep the start of the body for the message, drop the rest.
+        case errorBody
+    }
+
+    let pending: PendingTransfer
+    unowned let core: EngineCore
+    let easy: UnsafeMutableRawPointer
+    private var headerList: UnsafeMutablePointer<curl_slist>?
+    private let errorBuffer: UnsafeMutablePointer<CChar>
+
+    // The plan, fixed when the transfer starts.
+    /// Bytes of the span kept from the checkpoint; zero after a restart.
+    private(set) var keptBytes: Int64
+    /// The `Range` header sent, if any.
+    private var sentRange: ByteRange?
+    private var sentIfRange = false
+    private let checkpointValidator: ResourceValidator?
+
+    // The response, filled in by the callbacks.
+    private var responseHeaders = HTTPHeaders()
+    private var sink = Sink.undecided
+    private var fileDescriptor: Int32 = -1
+    private var fileBase: Int64 = 0
+    private var ownsTail = true
+    /// Bytes of the span that are on disk (or in memory), kept ones included.
+    private(set) var written: Int64 = 0
+    /// Body bytes received by this attempt.
+    private(set) var received: Int64 = 0
+    private var memory = Data()
+    private var errorBody: [UInt8] = []
+    private var errorBodyLength = 0
+    private var failure: DownloadError?
+    private var restarted: Bool
+    private var validator: ResourceValidator?
+    private var resourceLength: Int64?
+    private var spanLength: Int64?
+    /// Set when a `416` shows the copy on disk is not what the server has: start over once.
+    private(set) var needsRestart = false
+    /// Paused by the global rate limit, waiting for tokens.
+    var isPausedForRate = false
+    private var lastProgress: UInt64 = 0
+    private let startTime = MonotonicClock.nanoseconds()
+
+    var id: UInt64 { pending.token.id }
+
+    init(pending: PendingTransfer, easy: UnsafeMutableRawPointer, core: EngineCore) {
+        self.pending = pending
+        self.easy = easy
+        self.core = core
+        self.errorBuffer = .allocate(capacity: Int(CURL_ERROR_SIZE) + 1)
+        self.errorBuffer.initialize(repeating: 0, count: Int(CURL_ERROR_SIZE) + 1)
+        self.restarted = pending.restarted
+        let request = pending.request
+        self.checkpointValidator = request.resume?.validator
+        self.keptBytes = Self.usableCheckpointBytes(of: request)
+        if case .file(_, let offset, let owns) = request.destination {
+            fileBase = offset
+            ownsTail = owns
+        }
+        spanLength = request.range?.length ?? request.expectedLength
+    }
+
+    deinit {
+        errorBuffer.deallocate()
+        if let headerList { curl_slist_free_all(headerList) }
+        if fileDescriptor >= 0 { close(fileDescriptor) }
+    }
+
+    /// How many checkpoint bytes can be trusted: they need a validator (unless the request
+    /// allows otherwise), and a file destination must really hold them.
+    private static func usableCheckpointBytes(of request: TransferRequest) -> Int64 {
+        guard let resume = request.resume, resume.bytesWritten > 0, request.method == .get else { return 0 }
+        guard request.resumesWithoutValidator || resume.validator?.ifRangeValue != nil else { return 0 }
+        switch request.destination {
+        case .file(let path, let offset, _):
+            var info = stat()
+            guard stat(path, &info) == 0, Int64(info.st_size) >= offset + resume.bytesWritten else { return 0 }
+            return resume.bytesWritten
+        case .memory, .discard:
+            return 0
+        }
+    }
+
+    /// Whether the span is already complete on disk, so no request is needed.
+    var isCompleteWithoutRequest: Bool {
+        guard let length = pending.request.range?.length else { return false }
+        return keptBytes >= length
+    }
+
+    // MARK: - Setting up the handle
+
+    /// Configures the easy handle; returns an error for options libcurl refuses.
+    func configure() -> DownloadError? {
+        let request = pending.request
+        let configuration = core.configuration
+        var failed: String?
+        func set(_ option: CURLoption, _ value: Int, _ name: String) {
+            if failed == nil, tessera_curl_easy_setopt_long(easy, option, value) != CURLE_OK { failed = name }
+        }
+        func set(_ option: CURLoption, _ value: String, _ name: String) {
+            if failed == nil, tessera_curl_easy_setopt_string(easy, option, value) != CURLE_OK { failed = name }
+        }
+        func setOffset(_ option: CURLoption, _ value: Int64, _ name: String) {
+            if failed == nil, tessera_curl_easy_setopt_off_t(easy, option, curl_off_t(value)) != CURLE_OK {
+                failed = name
+            }
+        }
+
+        set(CURLOPT_URL, request.url.absoluteString, "URL")
+        if tessera_curl_easy_restrict_protocols(easy) != CURLE_OK { failed = "protocols" }
+        set(CURLOPT_NOSIGNAL, 1, "NOSIGNAL")
+        set(CURLOPT_FOLLOWLOCATION, 1, "FOLLOWLOCATION")
+        set(CURLOPT_MAXREDIRS, configuration.maxRedirects, "MAXREDIRS")
+        set(CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.connectTimeout.milliseconds), "CONNECTTIMEOUT_MS")
+        if configuration.lowSpeedLimit > 0 {
+            set(CURLOPT_LOW_SPEED_LIMIT, configuration.lowSpeedLimit, "LOW_SPEED_LIMIT")
+            set(CURLOPT_LOW_SPEED_TIME, max(1, Int(configuration.lowSpeedTime.milliseconds / 1000)), "LOW_SPEED_TIME")
+        }
+        if let timeout = request.timeout {
+            set(CURLOPT_TIMEOUT_MS, max(1, Int(timeout.milliseconds)), "TIMEOUT_MS")
+        }
+        set(CURLOPT_SSL_VERIFYPEER, configuration.verifiesTLSPeer ? 1 : 0, "SSL_VERIFYPEER")
+        set(CURLOPT_SSL_VERIFYHOST, configuration.verifiesTLSPeer ? 2 : 0, "SSL_VERIFYHOST")
+        if let bundle = configuration.caBundlePath { set(CURLOPT_CAINFO, bundle, "CAINFO") }
+        switch configuration.proxy {
+        case .environment: break
+        case .none: set(CURLOPT_PROXY, "", "PROXY")
+        case .url(let proxy): set(CURLOPT_PROXY, proxy, "PROXY")
+        }
+        set(CURLOPT_USERAGENT, configuration.userAgent, "USERAGENT")
+        set(CURLOPT_TCP_KEEPALIVE, 1, "TCP_KEEPALIVE")
+        set(CURLOPT_BUFFERSIZE, configuration.receiveBufferSize, "BUFFERSIZE")
+        if configuration.allowsHTTP2 {
+            set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS), "HTTP_VERSION")
+            if request.url.scheme?.lowercased() == "https" { set(CURLOPT_PIPEWAIT, 1, "PIPEWAIT") }
+        } else {
+            set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_1_1), "HTTP_VERSION")
+        }
+        if request.acceptsCompression { set(CURLOPT_ACCEPT_ENCODING, "", "ACCEPT_ENCODING") }
+        if request.method == .head { set(CURLOPT_NOBODY, 1, "NOBODY") }
+        if let limit = request.rateLimit, limit > 0 { setOffset(CURLOPT_MAX_RECV_SPEED_LARGE, limit, "MAX_RECV_SPEED") }
+        if core.verbose { set(CURLOPT_VERBOSE, 1, "VERBOSE") }
+        if failed == nil, tessera_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer) != CURLE_OK {
+            failed = "ERRORBUFFER"
+        }
+
+        // Header fields: the defaults, the request's own (replacing defaults by name), then the
+        // range this attempt needs.
+        var headers = configuration.defaultHeaders
+        for field in request.headers { headers.remove(name: field.name) }
+        for field in request.headers { headers.add(name: field.name, value: field.value) }
+        headers.remove(name: "Range")
+        headers.remove(name: "If-Range")
+        if request.method == .get {
+            sentRange = (request.range ?? ByteRange(offset: 0)).dropping(keptBytes)
+            if sentRange == ByteRange(offset: 0) { sentRange = nil }
+            if let sentRange {
+                headers.add(name: "Range", value: sentRange.headerValue)
+                if keptBytes > 0, let ifRange = checkpointValidator?.ifRangeValue {
+                    headers.add(name: "If-Range", value: ifRange)
+                    sentIfRange = true
+                }
+            }
+        }
+        for field in headers {
+            headerList = curl_slist_append(headerList, "\(field.name): \(field.value)")
+        }
+        if failed == nil, let headerList,
+            tessera_curl_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList) != CURLE_OK
+        {
+            failed = "HTTPHEADER"
+        }
+
+        let userData = Unmanaged.passUnretained(self).toOpaque()
+        if failed == nil,
+            tessera_curl_easy_setopt_data_callback(easy, CURLOPT_WRITEFUNCTION, curlWriteCallback) != CURLE_OK
+                || tessera_curl_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, userData) != CURLE_OK
+                || tessera_curl_easy_setopt_data_callback(easy, CURLOPT_HEADERFUNCTION, curlHeaderCallback) != CURLE_OK
+                || tessera_curl_easy_setopt_pointer(easy, CURLOPT_HEADERDATA, userData) != CURLE_OK
+        {
+            failed = "callbacks"
+        }
+        guard let failed else { return nil }
+        return DownloadError(
+            .invalidRequest, "libcurl refused the option \(failed)", url: request.url.absoluteString)
+    }
+
+    // MARK: - Callbacks
+
+    /// One header line of a response (status lines and the final blank line included).
+    func header(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let line = String(validating: bytes, as: UTF8.self) ?? String(bytes: bytes, encoding: .isoLatin1)
+        else { return }
+        if line.hasPrefix("HTTP/") {
+            // A new response: after a redirect or an interim 1xx, forget the previous one.
+            responseHeaders = HTTPHeaders()
+            return
+        }
+        let trimmed = Substring(line).trimmingHTTPWhitespace()
+        guard !trimmed.isEmpty else { return }
+        if line.first == " " || line.first == "\t" {
+            // Obsolete line folding (RFC 9112 §5.2): continue the previous value.
+            if let last = responseHeaders.fields.last {
+                responseHeaders.remove(name: last.name)
+                responseHeaders.add(name: last.name, value: last.value + " " + trimmed)
+            }
+            return
+        }
+        guard let colon = trimmed.firstIndex(of: ":") else { return }
+        let name = String(trimmed[..<colon]).trimmingCharacters(in: .whitespaces)
+        let value = String(trimmed[trimmed.index(after: colon)...].trimmingHTTPWhitespace())
+        responseHeaders.add(name: name, value: value)
+    }
+
+    /// One piece of the body. Returns the number of bytes taken, ``pauseSignal`` to wait for
+    /// the rate limit, or ``errorSignal`` to abort.
+    func body(_ pointer: UnsafeRawPointer, count: Int) -> Int {
+        if case .undecided = sink {
+            if let error = decide() {
+                failure = error
+                return Self.errorSignal
+            }
+        }
+        switch sink {
+        case .undecided, .drop:
+            return count
+        case .discard:
+            if !core.takeRateTokens(count, for: self) { return Self.pauseSignal }
+            received += Int64(count)
+            written += Int64(count)
+        case .errorBody:
+            let room = max(0, 1024 - errorBody.count)
+            errorBody.append(contentsOf: UnsafeRawBufferPointer(start: pointer, count: min(room, count)))
+            errorBodyLength += count
+            // Reading a short error body keeps the connection reusable; a long one is not worth it.
+            return errorBodyLength > 64 * 1024 ? Self.errorSignal : count
+        case .memory(let limit):
+            if memory.count + count > limit {
+                failure = DownloadError(
+                    .responseTooLarge, "the response is larger than the limit of \(limit) bytes",
+                    url: pending.request.url.absoluteString)
+                return Self.errorSignal
+            }
+            if !core.takeRateTokens(count, for: self) { return Self.pauseSignal }
+            memory.append(pointer.assumingMemoryBound(to: UInt8.self), count: count)
+            received += Int64(count)
+            written += Int64(count)
+        case .file:
+            if let spanLength, written + Int64(count) > spanLength {
+                failure = DownloadError(
+                    .rangeMismatch,
+                    "the server sent more than the \(spanLength) bytes asked for",
+                    url: pending.request.url.absoluteString, httpStatus: status,
+                    checkpoint: TransferCheckpoint(bytesWritten: written, validator: validator))
+                return Self.errorSignal
+            }
+            if !core.takeRateTokens(count, for: self) { return Self.pauseSignal }
+            if let error = writeFully(pointer, count: count, at: fileBase + written) {
+                failure = error
+                return Self.errorSignal
+            }
+            received += Int64(count)
+            written += Int64(count)
+        }
+        reportProgress(final: false)
+        return count
+    }
+
+    static let pauseSignal = tessera_curl_writefunc_pause()
+    static let errorSignal = tessera_curl_writefunc_error()
+
+    private func writeFully(_ pointer: UnsafeRawPointer, count: Int, at offset: Int64) -> DownloadError? {
+        var done = 0
+        while done < count {
+            let result = pwrite(fileDescriptor, pointer + done, count - done, off_t(offset) + off_t(done))
+            if result < 0 {
+                if errno == EINTR { continue }
+                return fileError(errno, doing: "write to")
+            }
+            done += result
+        }
+        return nil
+    }
+
+    private func fileError(_ code: Int32, doing action: String) -> DownloadError {
+        let path: String
+        if case .file(let destination, _, _) = pending.request.destination { path = destination } else { path = "?" }
+        let full = code == ENOSPC || code == EDQUOT
+        return DownloadError(
+            full ? .diskFull : .writeFailed,
+            "could not \(action) \(path): \(String(cString: strerror(code)))",
+            url: pending.request.url.absoluteString,
+            checkpoint: TransferCheckpoint(bytesWritten: written, validator: validator),
+            systemErrno: code)
+    }
+
+    private func reportProgress(final: Bool) {
+        guard let handler = pending.progress else { return }
+        let now = MonotonicClock.nanoseconds()
+        guard final || now &- lastProgress >= core.progressIntervalNanoseconds else { return }
+        lastProgress = now
+        handler(TransferProgress(bytesReceived: received, bytesWritten: written, totalBytes: spanLength))
+    }
+
+    // MARK: - Deciding what the response means
+
+    var status: Int {
+        var code = 0
+        _ = tessera_curl_easy_getinfo_long(easy, CURLINFO_RESPONSE_CODE, &code)
+        return code
+    }
+
+    private var responseValidator: ResourceValidator? {
+        let etag = responseHeaders["ETag"]
+        let lastModified = responseHeaders["Last-Modified"]
+        guard etag != nil || lastModified != nil else { return nil }
+        var strongDate = false
+        if let lastModified, let modified = HTTPDate.parse(lastModified) {
+            let date = responseHeaders["Date"].flatMap(HTTPDate.parse) ?? HTTPDate.now()
+            strongDate = date - modified >= 1
+        }
+        return ResourceValidator(etag: etag, lastModified: lastModified, lastModifiedIsStrong: strongDate)
+    }
+
+    /// Decides, at the first body byte or at the end, where the body goes; returns an error when
+    /// the response cannot be used.
+    private func decide() -> DownloadError? {
+        let request = pending.request
+        let url = request.url.absoluteString
+        let code = status
+        let contentLength = responseHeaders["Content-Length"].flatMap { Int64(decimalDigits: $0) }
+        let theirs = responseValidator
+        let keep = TransferCheckpoint(bytesWritten: keptBytes, validator: checkpointValidator)
+        sink = .drop
+
+        if request.method == .head {
+            validator = theirs
+            resourceLength = contentLength
+            if !(200..<300).contains(code) { sink = .errorBody }
+            return nil
+        }
+
+        switch code {
+        case 206:
+            guard let asked = sentRange else {
+                return DownloadError(.rangeMismatch, "the server sent a partial response (206) to a request for the whole resource", url: url, httpStatus: code, checkpoint: keep)
+            }
+            if let type = responseHeaders["Content-Type"], type.lowercased().hasPrefix("multipart/byteranges") {
+                return DownloadError(.rangeMismatch, "the server sent several ranges where one was asked for", url: url, httpStatus: code, checkpoint: keep)
+            }
+            guard let header = responseHeaders["Content-Range"], let range = ContentRange(header), let span = range.span else {
+                return DownloadError(.rangeMismatch, "the partial response has no valid Content-Range", url: url, httpStatus: code, checkpoint: keep)
+            }
+            let expectedLast = asked.last ?? range.completeLength.map { $0 - 1 }
+            guard span.lowerBound == asked.offset, expectedLast.map({ span.upperBound == $0 }) ?? true else {
+                return DownloadError(.rangeMismatch, "asked for bytes \(asked), the server sent \(span.lowerBound)-\(span.upperBound)", url: url, httpStatus: code, checkpoint: keep)
+            }
+            if let contentLength, contentLength != span.upperBound - span.lowerBound + 1 {
+                return DownloadError(.rangeMismatch, "Content-Length \(contentLength) does not match Content-Range \(header)", url: url, httpStatus: code, checkpoint: keep)
+            }
+            if sentIfRange, let ours = checkpointValidator, let theirs, ours.hasStrongETag, theirs.hasStrongETag,
+                !ours.matches(theirs)
+            {
+                return DownloadError(.contentChanged, "the server sent a range of a different version (ETag \(theirs.etag ?? "?"))", url: url, httpStatus: code)
+            }
+            resourceLength = range.completeLength
+            if spanLength == nil { spanLength = keptBytes + (span.upperBound - span.lowerBound + 1) }
+            validator = theirs ?? checkpointValidator
+            written = keptBytes
+            return openSink()
+
+        case 200..<300:
+            validator = theirs
+            resourceLength = request.acceptsCompression ? nil : contentLength
+            if sentRange != nil {
+                let wantedWhole = (request.range ?? ByteRange(offset: 0)) == ByteRange(offset: 0)
+                let coversWhole = request.range.map { $0.offset == 0 && $0.length == contentLength } ?? true
+                if wantedWhole || coversWhole {
+                    // The whole resource came back where a range was asked for: the content
+                    // changed (If-Range failed) or ranges are not served. Start this span over.
+                    restarted = restarted || keptBytes > 0
+                    keptBytes = 0
+                } else if sentIfRange, let ours = checkpointValidator, !(theirs.map(ours.matches) ?? false) {
+                    return DownloadError(.contentChanged, "the resource changed since part of it was downloaded", url: url, httpStatus: code)
+                } else {
+                    return DownloadError(.rangeNotSupported, "asked for bytes \(request.range?.description ?? "?"), the server sent the whole resource", url: url, httpStatus: code, checkpoint: keep)
+                }
+            }
+            written = keptBytes
+            if spanLength == nil, let contentLength, !request.acceptsCompression { spanLength = contentLength }
+            return openSink()
+
+        case 416:
+            // Nothing left to send. Fine when the copy on disk is exactly the resource.
+            let complete = responseHeaders["Content-Range"].flatMap(ContentRange.init)?.completeLength
+            if keptBytes > 0, let asked = sentRange, asked.length == nil, let complete, complete == asked.offset {
+                validator = checkpointValidator
+                resourceLength = complete
+                written = keptBytes
+                spanLength = keptBytes
+                return nil
+            }
+            if keptBytes > 0, !restarted {
+                needsRestart = true
+                return nil
+            }
+            sink = .errorBody
+            return nil
+
+        default:
+            sink = .errorBody
+            return nil
+        }
+    }
+
+    private func openSink() -> DownloadError? {
+        switch pending.request.destination {
+        case .memory(let limit):
+            sink = .memory(limit: limit)
+            return nil
+        case .discard:
+            sink = .discard
+            return nil
+        case .file(let path, _, _):
+            sink = .file
+            if fileDescriptor < 0 {
+                var descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+                if descriptor < 0, errno == ENOENT {
+                    let directory = (path as NSString).deletingLastPathComponent
+                    if !directory.isEmpty {
+                        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                    }
+                    descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+                }
+                guard descriptor >= 0 else { return fileError(errno, doing: "open") }
+                fileDescriptor = descriptor
+            }
+            if ownsTail, ftruncate(fileDescriptor, off_t(fileBase + written)) != 0 {
+                return fileError(errno, doing: "truncate")
+            }
+            return nil
+        }
+    }
+
+    // MARK: - The end
+
+    func closeFile() {
+        if fileDescriptor >= 0 {
+            close(fileDescriptor)
+            fileDescriptor = -1
+        }
+    }
+
+    /// What is on disk when the transfer is stopped before its end.
+    var cancellationCheckpoint: TransferCheckpoint? {
+        if case .file = sink {
+            return TransferCheckpoint(bytesWritten: written, validator: validator ?? checkpointValidator)
+        }
+        return keptBytes > 0 ? TransferCheckpoint(bytesWritten: keptBytes, validator: checkpointValidator) : nil
+    }
+
+    /// What the transfer produced, from libcurl's result code.
+    func outcome(_ code: CURLcode) -> Result<TransferResult, DownloadError> {
+        let request = pending.request
+        let url = request.url.absoluteString
+        let onDisk = TransferCheckpoint(bytesWritten: written, validator: validator ?? checkpointValidator)
+
+        guard code == CURLE_OK else {
+            if let failure { return .failure(failure) }
+            if case .errorBody = sink { return .failure(statusError()) }
+            return .failure(classify(code, checkpoint: onDisk))
+        }
+        if case .undecided = sink, let error = decide() { return .failure(error) }
+        if let failure { return .failure(failure) }
+        if needsRestart { return .failure(DownloadError(.contentChanged, "the copy on disk is not the server's", url: url)) }
+        if case .errorBody = sink { return .failure(statusError()) }
+        if request.method == .get, case .file = request.destination, fileDescriptor < 0 {
+            // An empty body: still create the (empty) file, as any download tool would.
+            if let error = openSink() { return .failure(error) }
+        }
+        if request.method == .get {
+            if let spanLength, written != spanLength {
+                return .failure(DownloadError(
+                    .sizeMismatch, "expected \(spanLength) bytes, received \(written)",
+                    url: url, httpStatus: status, checkpoint: onDisk))
+            }
+            if let expected = request.expectedLength, written != expected {
+                return .failure(DownloadError(
+                    .sizeMismatch, "expected \(expected) bytes, the server's copy has \(written)",
+                    url: url, httpStatus: status, checkpoint: onDisk))
+            }
+            if case .file = sink, ownsTail, ftruncate(fileDescriptor, off_t(fileBase + written)) != 0 {
+                return .failure(fileError(errno, doing: "truncate"))
+            }
+        }
+        reportProgress(final: true)
+        return .success(result(status: status))
+    }
+
+    /// The error for a response whose status is not a success.
+    private func statusError() -> DownloadError {
+        let status = self.status
+        var message = "the server answered \(status)"
+        if let reason = HTTPStatus.reasonPhrase(status) { message += " \(reason)" }
+        let excerpt = String(decoding: errorBody.prefix(200), as: UTF8.self)
+            .split(whereSeparator: \.isNewline).joined(separator: " ")
+        if !excerpt.isEmpty, responseHeaders["Content-Type"]?.hasPrefix("text/") ?? true {
+            message += ": \(excerpt)"
+        }
+        let retryAfter = responseHeaders["Retry-After"].flatMap {
+            RetryAfter.parse($0, responseDate: responseHeaders["Date"])
+        }
+        return DownloadError(
+            .httpStatus, message, url: pending.request.url.absoluteString, httpStatus: status,
+            retryAfter: retryAfter,
+            checkpoint: TransferCheckpoint(bytesWritten: keptBytes, validator: checkpointValidator))
+    }
+
+    /// The result of a span that was already complete on disk.
+    func completedWithoutRequest() -> TransferResult {
+        written = keptBytes
+        return result(status: 0)
+    }
+
+    private func result(status: Int) -> TransferResult {
+        var effective: UnsafeMutablePointer<CChar>?
+        var effectiveURL = pending.request.url
+        if status != 0, tessera_curl_easy_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &effective) == CURLE_OK,
+            let effective, let parsed = URL(string: String(cString: effective))
+        {
+            effectiveURL = parsed
+        }
+        let acceptsRanges = status == 206
+            || (responseHeaders["Accept-Ranges"]?.lowercased().contains("bytes") ?? false)
+        return TransferResult(
+            status: status,
+            effectiveURL: effectiveURL,
+            headers: responseHeaders,
+            bytesWritten: written,
+            bytesReceived: received,
+            resumedFrom: keptBytes,
+            restarted: restarted,
+            validator: validator ?? checkpointValidator,
+            resourceLength: resourceLength,
+            acceptsRanges: acceptsRanges,
+            body: {
+                if case .memory = pending.request.destination { return memory }
+                return nil
+            }(),
+            duration: .nanoseconds(Int64(MonotonicClock.nanoseconds() &- startTime)))
+    }
+
+    /// A libcurl failure as a ``DownloadError``.
+    private func classify(_ code: CURLcode, checkpoint: TransferCheckpoint) -> DownloadError {
+        let url = pending.request.url.absoluteString
+        let detail = errorBuffer.pointee != 0
+            ? String(cString: errorBuffer) : String(cString: curl_easy_strerror(code))
+        var osErrno = 0
+        _ = tessera_curl_easy_getinfo_long(easy, CURLINFO_OS_ERRNO, &osErrno)
+        let systemErrno: Int32? = osErrno == 0 ? nil : Int32(osErrno)
+        let kind: DownloadError.Code
+        switch code {
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
+            kind = .dnsFailure
+        case CURLE_COULDNT_CONNECT:
+            switch Int32(osErrno) {
+            case ENETUNREACH, EHOSTUNREACH, ENETDOWN: kind = .networkUnreachable
+            case ETIMEDOUT: kind = .timeout
+            default: kind = .connectionRefused
+            }
+        case CURLE_OPERATION_TIMEDOUT:
+            kind = .timeout
+        case CURLE_PARTIAL_FILE, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING, CURLE_HTTP2,
+            CURLE_HTTP2_STREAM, CURLE_WEIRD_SERVER_REPLY, CURLE_BAD_CONTENT_ENCODING:
+            kind = .connectionLost
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
+            CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
+            CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CRL_BADFILE, CURLE_SSL_ENGINE_NOTFOUND,
+            CURLE_SSL_SHUTDOWN_FAILED:
+            kind = .tlsFailure
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            var target: UnsafeMutablePointer<CChar>?
+            _ = tessera_curl_easy_getinfo_string(easy, CURLINFO_REDIRECT_URL, &target)
+            let location = target.map { String(cString: $0) } ?? responseHeaders["Location"]
+            let message = location.map { "refused to follow a redirect to \($0): only http and https are allowed" }
+                ?? "only http and https are allowed (\(detail))"
+            return DownloadError(.unsupportedScheme, message, url: url, checkpoint: checkpoint, curlCode: Int(code.rawValue))
+        case CURLE_TOO_MANY_REDIRECTS:
+            kind = .tooManyRedirects
+        case CURLE_URL_MALFORMAT:
+            kind = .invalidRequest
+        case CURLE_RANGE_ERROR:
+            kind = .rangeNotSupported
+        case CURLE_FILESIZE_EXCEEDED:
+            kind = .responseTooLarge
+        case CURLE_WRITE_ERROR:
+            kind = .writeFailed
+        case CURLE_ABORTED_BY_CALLBACK:
+            kind = .cancelled
+        default:
+            kind = .transport
+        }
+        return DownloadError(
+            kind, detail, url: url, checkpoint: checkpoint, curlCode: Int(code.rawValue), systemErrno: systemErrno)
+    }
+}
+
+// MARK: - C entry points
+
+private let curlWriteCallback: tessera_curl_data_callback = { pointer, size, count, userData in
+    guard let pointer, let userData else { return 0 }
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(userData).takeUnretainedValue()
+    return transfer.body(UnsafeRawPointer(pointer), count: size * count)
+}
+
+private let curlHeaderCallback: tessera_curl_data_callback = { pointer, size, count, userData in
+    let length = size * count
+    guard let pointer, let userData else { return length }
+    let transfer = Unmanaged<CurlTransfer>.fromOpaque(userData).takeUnretainedValue()
+    pointer.withMemoryRebound(to: UInt8.self, capacity: length) {
+        transfer.header(UnsafeBufferPointer(start: $0, count: length))
+    }
+    return length
+}
+
+/// Reason phrases for the statuses people meet while downloading.
+enum HTTPStatus {
+    static func reasonPhrase(_ status: Int) -> String? {
+        switch status {
+        case 400: "Bad Request"
+        case 401: "Unauthorized"
+        case 403: "Forbidden"
+        case 404: "Not Found"
+        case 405: "Method Not Allowed"
+        case 408: "Request Timeout"
+        case 410: "Gone"
+        case 416: "Range Not Satisfiable"
+        case 429: "Too Many Requests"
+        case 500: "Internal Server Error"
+        case 502: "Bad Gateway"
+        case 503: "Service Unavailable"
+        case 504: "Gateway Timeout"
+        default: nil
+        }
+    }
+}

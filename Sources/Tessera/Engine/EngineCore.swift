@@ -1,0 +1,406 @@
+import CCurl
+import Foundation
+import Logging
+import Synchronization
+
+/// Where a submitted transfer stands, as seen by the caller's task and its cancellation handler.
+final class TransferToken: Sendable {
+    enum State: Sendable {
+        case created
+        case submitted
+        case cancelled
+    }
+
+    let id: UInt64
+    let state = Mutex(State.created)
+
+    init(id: UInt64) { self.id = id }
+}
+
+/// A transfer waiting for the engine thread.
+struct PendingTransfer: @unchecked Sendable {
+    // `CheckedContinuation` is Sendable; the closure is `@Sendable`. The struct is unchecked only
+    // because `TransferRequest`'s URL is imported from Foundation.
+    let token: TransferToken
+    var request: TransferRequest
+    let continuation: CheckedContinuation<TransferResult, any Error>
+    let progress: (@Sendable (TransferProgress) -> Void)?
+    /// Set when the engine starts the transfer over after a `416` showed the copy is stale.
+    var restarted = false
+}
+
+/// The engine thread's state: one libcurl multi handle and the transfers on it.
+///
+/// Other threads reach it only through ``inbox`` (a `Mutex`) and `curl_multi_wakeup`; every other
+/// member belongs to the engine thread.
+final class EngineCore: @unchecked Sendable {
+    struct Inbox {
+        var submissions: [PendingTransfer] = []
+        var cancellations: [UInt64] = []
+        var rateLimit: Int64?? = .none
+        var shutdown = false
+        var exited = false
+        var exitWaiters: [CheckedContinuation<Void, Never>] = []
+    }
+
+    let configuration: CurlEngine.Configuration
+    let multi: UnsafeMutableRawPointer
+    let verbose: Bool
+    let progressIntervalNanoseconds: UInt64
+    private let inbox = Mutex(Inbox())
+    private let nextID = Atomic<UInt64>(1)
+    let activeCount = Atomic<Int>(0)
+    let queuedCount = Atomic<Int>(0)
+    let receivedTotal = Atomic<Int64>(0)
+    let completedCount = Atomic<Int>(0)
+
+    // Engine thread only.
+    private var transfers: [UnsafeMutableRawPointer: CurlTransfer] = [:]
+    private var transfersByID: [UInt64: CurlTransfer] = [:]
+    private var waiting = FIFO<PendingTransfer>()
+    private var rateLimited: [CurlTransfer] = []
+    private var bucket: TokenBucket?
+    private var handlePool: [UnsafeMutableRawPointer] = []
+    private var logger: Logger
+
+    init(configuration: CurlEngine.Configuration) throws(DownloadError) {
+        _ = CurlGlobal.initialized
+        guard let multi = curl_multi_init() else {
+            throw DownloadError(.transport, "libcurl could not create a multi handle")
+        }
+        self.multi = multi
+        self.configuration = configuration
+        self.logger = configuration.logger
+        self.verbose = ProcessInfo.processInfo.environment["TESSERA_CURL_VERBOSE"] == "1"
+        self.progressIntervalNanoseconds = UInt64(max(0, configuration.progressInterval.nanoseconds))
+        if let rate = configuration.globalRateLimit, rate > 0 { bucket = TokenBucket(bytesPerSecond: rate) }
+        _ = tessera_curl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, max(0, configuration.maxConnections))
+        _ = tessera_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, configuration.maxConnectionsPerHost))
+        _ = tessera_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(4, configuration.maxConnections))
+        _ = tessera_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, configuration.allowsHTTP2 ? Int(CURLPIPE_MULTIPLEX) : 0)
+    }
+
+    deinit {
+        for handle in handlePool { curl_easy_cleanup(handle) }
+        curl_multi_cleanup(multi)
+    }
+
+    func makeToken() -> TransferToken {
+        TransferToken(id: nextID.wrappingAdd(1, ordering: .relaxed).oldValue)
+    }
+
+    // MARK: - Any thread
+
+    func submit(_ pending: PendingTransfer) {
+        let accepted = pending.token.state.withLock { state -> Bool in
+            guard state == .created else { return false }
+            state = .submitted
+            return true
+        }
+        guard accepted else {
+            pending.continuation.resume(throwing: cancelledError(pending.request))
+            return
+        }
+        let open = inbox.withLock { inbox -> Bool in
+            guard !inbox.shutdown else { return false }
+            inbox.submissions.append(pending)
+            return true
+        }
+        guard open else {
+            pending.continuation.resume(throwing: DownloadError(
+                .engineShutDown, "the engine has been shut down", url: pending.request.url.absoluteString))
+            return
+        }
+        queuedCount.add(1, ordering: .relaxed)
+        curl_multi_wakeup(multi)
+    }
+
+    func cancel(_ token: TransferToken) {
+        let tellEngine = token.state.withLock { state -> Bool in
+            defer { state = .cancelled }
+            return state == .submitted
+        }
+        guard tellEngine else { return }
+        inbox.withLock { $0.cancellations.append(token.id) }
+        curl_multi_wakeup(multi)
+    }
+
+    func setRateLimit(_ bytesPerSecond: Int64?) {
+        inbox.withLock { $0.rateLimit = .some(bytesPerSecond) }
+        curl_multi_wakeup(multi)
+    }
+
+    func requestShutdown() {
+        inbox.withLock { $0.shutdown = true }
+        curl_multi_wakeup(multi)
+    }
+
+    func waitUntilExited() async {
+        await withCheckedContinuation { continuation in
+            let exited = inbox.withLock { inbox -> Bool in
+                if inbox.exited { return true }
+                inbox.exitWaiters.append(continuation)
+                return false
+            }
+            if exited { continuation.resume() }
+        }
+    }
+
+    private func cancelledError(_ request: TransferRequest) -> DownloadError {
+        DownloadError(.cancelled, "the transfer was cancelled", url: request.url.absoluteString)
+    }
+
+    // MARK: - Engine thread
+
+    /// The engine thread's loop; returns after ``requestShutdown()``.
+    func run() {
+        var running: Int32 = 0
+        while true {
+            let work = inbox.withLock { inbox -> Inbox in
+                let taken = Inbox(
+                    submissions: inbox.submissions, cancellations: inbox.cancellations,
+                    rateLimit: inbox.rateLimit, shutdown: inbox.shutdown)
+                inbox.submissions.removeAll(keepingCapacity: true)
+                inbox.cancellations.removeAll(keepingCapacity: true)
+                inbox.rateLimit = .none
+                return taken
+            }
+            if work.shutdown { break }
+            if case .some(let rate) = work.rateLimit { applyRateLimit(rate) }
+            for pending in work.submissions { waiting.append(pending) }
+            for id in work.cancellations { cancelTransfer(id) }
+            startWaiting()
+            releaseRateLimited()
+
+            _ = curl_multi_perform(multi, &running)
+            collectFinished()
+            startWaiting()
+
+            var timeout: Int32 = 1000
+            if let bucket, !rateLimited.isEmpty {
+                timeout = Int32(clamping: max(1, bucket.nanosecondsUntilAvailable / 1_000_000 + 1))
+            }
+            _ = curl_multi_poll(multi, nil, 0, timeout, nil)
+        }
+        shutDownTransfers()
+        let waiters = inbox.withLock { inbox -> [CheckedContinuation<Void, Never>] in
+            inbox.exited = true
+            defer { inbox.exitWaiters.removeAll() }
+            return inbox.exitWaiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Called from a body callback: whether `count` bytes may be taken now under the global
+    /// limit. When not, the transfer is paused until the bucket refills.
+    func takeRateTokens(_ count: Int, for transfer: CurlTransfer) -> Bool {
+        guard bucket != nil else { return true }
+        bucket!.refill()
+        guard bucket!.hasTokens else {
+            if !transfer.isPausedForRate {
+                transfer.isPausedForRate = true
+                rateLimited.append(transfer)
+            }
+            return false
+        }
+        bucket!.consume(count)
+        return true
+    }
+
+    private func applyRateLimit(_ rate: Int64?) {
+        if let rate, rate > 0 {
+            bucket = TokenBucket(bytesPerSecond: rate)
+        } else {
+            bucket = nil
+        }
+        releaseRateLimited()
+    }
+
+    /// Resumes paused transfers, oldest first, while the bucket has tokens.
+    private func releaseRateLimited() {
+        guard !rateLimited.isEmpty else { return }
+        bucket?.refill()
+        var index = 0
+        let paused = rateLimited
+        rateLimited.removeAll(keepingCapacity: true)
+        while index < paused.count {
+            let transfer = paused[index]
+            index += 1
+            guard transfer.isPausedForRate, transfers[transfer.easy] === transfer else { continue }
+            if let bucket, !bucket.hasTokens {
+                rateLimited.append(transfer)
+                continue
+            }
+            transfer.isPausedForRate = false
+            // libcurl hands over the data it held back, which may pause the transfer again.
+            _ = curl_easy_pause(transfer.easy, tessera_curl_pause_continue())
+        }
+    }
+
+    private func startWaiting() {
+        while transfers.count < max(1, configuration.maxActiveTransfers), let pending = waiting.popFirst() {
+            queuedCount.subtract(1, ordering: .relaxed)
+            start(pending)
+        }
+    }
+
+    private func start(_ pending: PendingTransfer) {
+        guard let easy = handlePool.popLast() ?? curl_easy_init() else {
+            pending.continuation.resume(throwing: DownloadError(
+                .transport, "libcurl could not create a handle", url: pending.request.url.absoluteString))
+            return
+        }
+        let transfer = CurlTransfer(pending: pending, easy: easy, core: self)
+        if transfer.isCompleteWithoutRequest {
+            let result = transfer.completedWithoutRequest()
+            recycle(easy)
+            completedCount.add(1, ordering: .relaxed)
+            pending.continuation.resume(returning: result)
+            return
+        }
+        if let error = transfer.configure() {
+            recycle(easy)
+            pending.continuation.resume(throwing: error)
+            return
+        }
+        let added = curl_multi_add_handle(multi, easy)
+        guard added == CURLM_OK else {
+            recycle(easy)
+            pending.continuation.resume(throwing: DownloadError(
+                .transport, "libcurl refused the transfer: \(String(cString: curl_multi_strerror(added)))",
+                url: pending.request.url.absoluteString))
+            return
+        }
+        transfers[easy] = transfer
+        transfersByID[transfer.id] = transfer
+        activeCount.add(1, ordering: .relaxed)
+        logger.debug("transfer started", metadata: [
+            "id": "\(transfer.id)", "url": "\(pending.request.url.absoluteString)",
+            "range": "\(pending.request.range?.description ?? "all")",
+        ])
+    }
+
+    private func collectFinished() {
+        var remaining: Int32 = 0
+        while let message = curl_multi_info_read(multi, &remaining) {
+            guard tessera_curl_msg_is_done(message) != 0, let easy = tessera_curl_msg_easy_handle(message),
+                let transfer = transfers[easy]
+            else { continue }
+            let code = tessera_curl_msg_result(message)
+            let outcome = transfer.outcome(code)
+            let needsRestart = transfer.needsRestart
+            detach(transfer)
+            receivedTotal.add(transfer.received, ordering: .relaxed)
+            if needsRestart {
+                var pending = transfer.pending
+                pending.request.resume = nil
+                pending.restarted = true
+                logger.debug("transfer restarting from its first byte", metadata: ["id": "\(transfer.id)"])
+                start(pending)
+                continue
+            }
+            completedCount.add(1, ordering: .relaxed)
+            switch outcome {
+            case .success(let result):
+                logger.debug("transfer finished", metadata: [
+                    "id": "\(transfer.id)", "status": "\(result.status)", "bytes": "\(result.bytesReceived)",
+                ])
+                transfer.pending.continuation.resume(returning: result)
+            case .failure(let error):
+                logger.debug("transfer failed", metadata: ["id": "\(transfer.id)", "error": "\(error)"])
+                transfer.pending.continuation.resume(throwing: error)
+            }
+        }
+    }
+
+    private func cancelTransfer(_ id: UInt64) {
+        if let transfer = transfersByID[id] {
+            detach(transfer)
+            receivedTotal.add(transfer.received, ordering: .relaxed)
+            completedCount.add(1, ordering: .relaxed)
+            var error = cancelledError(transfer.pending.request)
+            error.checkpoint = transfer.cancellationCheckpoint
+            transfer.pending.continuation.resume(throwing: error)
+        } else if let pending = waiting.remove(where: { $0.token.id == id }) {
+            queuedCount.subtract(1, ordering: .relaxed)
+            pending.continuation.resume(throwing: cancelledError(pending.request))
+        }
+    }
+
+    /// Takes the transfer off the multi handle and closes its file; the easy handle goes back
+    /// to the pool.
+    private func detach(_ transfer: CurlTransfer) {
+        curl_multi_remove_handle(multi, transfer.easy)
+        transfers[transfer.easy] = nil
+        transfersByID[transfer.id] = nil
+        activeCount.subtract(1, ordering: .relaxed)
+        transfer.isPausedForRate = false
+        transfer.closeFile()
+        recycle(transfer.easy)
+    }
+
+    private func recycle(_ easy: UnsafeMutableRawPointer) {
+        curl_easy_reset(easy)
+        if handlePool.count < 64 {
+            handlePool.append(easy)
+        } else {
+            curl_easy_cleanup(easy)
+        }
+    }
+
+    private func shutDownTransfers() {
+        for transfer in Array(transfers.values) {
+            detach(transfer)
+            var error = DownloadError(
+                .engineShutDown, "the engine was shut down", url: transfer.pending.request.url.absoluteString)
+            error.checkpoint = transfer.cancellationCheckpoint
+            transfer.pending.continuation.resume(throwing: error)
+        }
+        let late = inbox.withLock { inbox -> [PendingTransfer] in
+            defer { inbox.submissions.removeAll() }
+            return inbox.submissions
+        }
+        for pending in late { waiting.append(pending) }
+        while let pending = waiting.popFirst() {
+            queuedCount.subtract(1, ordering: .relaxed)
+            pending.continuation.resume(throwing: DownloadError(
+                .engineShutDown, "the engine was shut down", url: pending.request.url.absoluteString))
+        }
+    }
+}
+
+/// libcurl's process-wide initialisation, done once before the first handle.
+enum CurlGlobal {
+    static let initialized: Bool = tessera_curl_global_init() == CURLE_OK
+}
+
+/// A first-in first-out queue with amortised O(1) operations.
+struct FIFO<Element> {
+    private var storage: [Element?] = []
+    private var head = 0
+
+    var isEmpty: Bool { head == storage.count }
+    var count: Int { storage.count - head }
+
+    mutating func append(_ element: Element) { storage.append(element) }
+
+    mutating func popFirst() -> Element? {
+        guard head < storage.count else { return nil }
+        defer {
+            storage[head] = nil
+            head += 1
+            if head > 1024, head * 2 > storage.count {
+                storage.removeFirst(head)
+                head = 0
+            }
+        }
+        return storage[head]
+    }
+
+    mutating func remove(where predicate: (Element) -> Bool) -> Element? {
+        guard let index = storage[head...].firstIndex(where: { $0.map(predicate) ?? false }) else { return nil }
+        let element = storage[index]
+        storage.remove(at: index)
+        return element
+    }
+}

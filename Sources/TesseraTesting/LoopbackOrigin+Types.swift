@@ -1,0 +1,108 @@
+import Foundation
+
+extension LoopbackOrigin {
+    /// What a path serves.
+    public struct Resource: Sendable {
+        /// Where the body comes from.
+        public enum Body: Sendable {
+            /// ``OriginContent`` of this many bytes, derived from the path and its version.
+            case generated(size: Int64)
+            /// Fixed bytes (manifests, API answers).
+            case data([UInt8])
+        }
+
+        /// The body.
+        public var body: Body
+        /// The `Content-Type`.
+        public var contentType: String
+        /// Whether responses carry an `ETag`.
+        public var sendsETag: Bool
+        /// Whether responses carry a `Last-Modified` date.
+        public var sendsLastModified: Bool
+        /// Whether `Range` requests are honoured (and `Accept-Ranges: bytes` sent).
+        public var acceptsRanges: Bool
+        /// Extra header fields sent with every response for this path.
+        public var extraHeaders: [(String, String)]
+
+        /// Creates a resource.
+        public init(
+            _ body: Body,
+            contentType: String = "application/octet-stream",
+            sendsETag: Bool = true,
+            sendsLastModified: Bool = true,
+            acceptsRanges: Bool = true,
+            extraHeaders: [(String, String)] = []
+        ) {
+            self.body = body
+            self.contentType = contentType
+            self.sendsETag = sendsETag
+            self.sendsLastModified = sendsLastModified
+            self.acceptsRanges = acceptsRanges
+            self.extraHeaders = extraHeaders
+        }
+
+        /// Generated content of `size` bytes.
+        public static func generated(size: Int64, contentType: String = "application/octet-stream") -> Resource {
+            Resource(.generated(size: size), contentType: contentType)
+        }
+
+        /// A UTF-8 text body.
+        public static func text(_ text: String, contentType: String = "text/plain; charset=utf-8") -> Resource {
+            Resource(.data(Array(text.utf8)), contentType: contentType)
+        }
+
+        /// Fixed bytes.
+        public static func bytes(_ bytes: [UInt8], contentType: String = "application/octet-stream") -> Resource {
+            Resource(.data(bytes), contentType: contentType)
+        }
+    }
+
+    /// A misbehaviour to inject for a path.
+    public enum Fault: Sendable, Hashable {
+        /// Close the connection after sending this many body bytes.
+        case dropConnection(afterBytes: Int64)
+        /// Answer with this status (and an optional `Retry-After` value) instead of the content.
+        case status(Int, retryAfter: String? = nil)
+        /// Stop sending for `duration` after this many body bytes (or before the headers when
+        /// `afterBytes` is `nil`).
+        case stall(Duration, afterBytes: Int64? = 0)
+        /// Send the body at no more than this many bytes per second.
+        case throttle(bytesPerSecond: Int)
+        /// Announce a `Content-Length` off by `delta` bytes; the real bytes follow and the
+        /// connection closes.
+        case wrongContentLength(delta: Int64)
+        /// Redirect to `location` (absolute, or a path on this origin).
+        case redirect(to: String, status: Int = 302)
+        /// Ignore `Range` and always send the whole body with `200`.
+        case ignoreRange
+        /// Send a `Content-Range` starting `by` bytes after the asked-for first byte.
+        case shiftContentRange(by: Int64)
+    }
+
+    /// A request as the origin saw it.
+    public struct RecordedRequest: Sendable, Hashable {
+        /// The method, e.g. `GET`.
+        public var method: String
+        /// The path, without the query.
+        public var path: String
+        /// The full request target, with the query.
+        public var uri: String
+        /// The header fields, in order.
+        public var headers: [Header]
+        /// Which connection carried it, counted from 1 in order of acceptance.
+        public var connection: Int
+
+        /// One header field.
+        public struct Header: Sendable, Hashable {
+            /// The name as sent.
+            public var name: String
+            /// The value.
+            public var value: String
+        }
+
+        /// The value of the first header named `name`, case-insensitively.
+        public func header(_ name: String) -> String? {
+            headers.first { $0.name.lowercased() == name.lowercased() }?.value
+        }
+    }
+}
