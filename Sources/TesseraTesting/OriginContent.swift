@@ -108,8 +108,24 @@ public struct OriginContent: Sendable, Hashable {
     }
 }
 
+
+extension OriginContent {
+    /// ``matchesFile(atPath:size:offset:)`` on a thread of its own, so comparing a large file
+    /// never blocks the cooperative thread pool that other tasks (and transfers) need.
+    public func verifyFile(atPath filePath: String, size: Int64, offset: Int64 = 0) async -> Bool {
+        await withCheckedContinuation { continuation in
+            let thread = Thread {
+                continuation.resume(returning: matchesFile(atPath: filePath, size: size, offset: offset))
+            }
+            thread.name = "tessera-verify"
+            thread.start()
+        }
+    }
+}
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
 import Musl
 #endif
+import Foundation

@@ -193,6 +193,9 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
     private var stream: Stream?
     private var connection = 0
     private var isActive = false
+    /// Set while ``pump(context:)`` runs: a write can report writability synchronously, and the
+    /// running loop already checks it.
+    private var isPumping = false
 
     init(core: OriginCore) {
         self.core = core
@@ -246,7 +249,18 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
     }
 
     private func pump(context: ChannelHandlerContext) {
-        guard isActive, var stream, !stream.waiting else { return }
+        guard !isPumping else { return }
+        isPumping = true
+        defer { isPumping = false }
+        // A flush can make the channel writable again at once, and the event saying so is
+        // ignored while pumping, so write again for as long as that happens.
+        while writeAvailable(context: context) {}
+    }
+
+    /// Writes body bytes while the channel is writable; returns `true` when bytes are left and
+    /// the channel became writable again after the flush.
+    private func writeAvailable(context: ChannelHandlerContext) -> Bool {
+        guard isActive, var stream, !stream.waiting else { return false }
         let plan = stream.plan
         let end = plan.body.upperBound
         while stream.next < end, context.channel.isWritable {
@@ -254,12 +268,12 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
                 self.stream = nil
                 context.flush()
                 context.close(promise: nil)
-                return
+                return false
             }
             if let stall = plan.stall, let after = stall.afterBytes, !stream.stalled, stream.sent >= after {
                 stream.stalled = true
                 wait(stream, for: stall.duration, context: context)
-                return
+                return false
             }
             var chunk = min(Int64(64 * 1024), end - stream.next)
             if let drop = plan.dropAfter { chunk = min(chunk, drop - stream.sent) }
@@ -272,7 +286,7 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
                 if allowed <= 0 {
                     let seconds = Double(1 - allowed) / Double(rate)
                     wait(stream, for: .nanoseconds(Int64(seconds * 1e9) + 1_000_000), context: context)
-                    return
+                    return false
                 }
                 chunk = min(chunk, allowed, 16 * 1024)
             }
@@ -299,10 +313,10 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
             core.countBytes(count, for: plan.path)
         }
         if stream.next < end {
-            // Not writable: channelWritabilityChanged resumes.
             self.stream = stream
             context.flush()
-            return
+            // Not writable: channelWritabilityChanged resumes.
+            return context.channel.isWritable && isActive
         }
         self.stream = nil
         if plan.closeAfter {
@@ -312,6 +326,7 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
         } else {
             context.writeAndFlush(wrapOutboundOut(.end(nil)), promise: nil)
         }
+        return false
     }
 
     private func wait(_ current: Stream, for duration: Duration, context: ChannelHandlerContext) {

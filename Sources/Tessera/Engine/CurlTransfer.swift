@@ -57,8 +57,11 @@ final class CurlTransfer {
     private var spanLength: Int64?
     /// Set when a `416` shows the copy on disk is not what the server has: start over once.
     private(set) var needsRestart = false
-    /// Paused by the global rate limit, waiting for tokens.
+    /// Paused by a rate limit, waiting for tokens.
     var isPausedForRate = false
+    /// The transfer's own rate limit, when it has one. (libcurl's `CURLOPT_MAX_RECV_SPEED_LARGE`
+    /// lets short transfers through at full speed, so the engine applies its own bucket.)
+    var ownBucket: TokenBucket?
     private var lastProgress: UInt64 = 0
     private let startTime = MonotonicClock.nanoseconds()
 
@@ -79,6 +82,7 @@ final class CurlTransfer {
             ownsTail = owns
         }
         spanLength = request.range?.length ?? request.expectedLength
+        if let limit = request.rateLimit, limit > 0 { ownBucket = TokenBucket(bytesPerSecond: limit) }
     }
 
     deinit {
@@ -121,11 +125,6 @@ final class CurlTransfer {
         func set(_ option: CURLoption, _ value: String, _ name: String) {
             if failed == nil, tessera_curl_easy_setopt_string(easy, option, value) != CURLE_OK { failed = name }
         }
-        func setOffset(_ option: CURLoption, _ value: Int64, _ name: String) {
-            if failed == nil, tessera_curl_easy_setopt_off_t(easy, option, curl_off_t(value)) != CURLE_OK {
-                failed = name
-            }
-        }
 
         set(CURLOPT_URL, request.url.absoluteString, "URL")
         if tessera_curl_easy_restrict_protocols(easy) != CURLE_OK { failed = "protocols" }
@@ -159,7 +158,6 @@ final class CurlTransfer {
         }
         if request.acceptsCompression { set(CURLOPT_ACCEPT_ENCODING, "", "ACCEPT_ENCODING") }
         if request.method == .head { set(CURLOPT_NOBODY, 1, "NOBODY") }
-        if let limit = request.rateLimit, limit > 0 { setOffset(CURLOPT_MAX_RECV_SPEED_LARGE, limit, "MAX_RECV_SPEED") }
         if core.verbose { set(CURLOPT_VERBOSE, 1, "VERBOSE") }
         if failed == nil, tessera_curl_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer) != CURLE_OK {
             failed = "ERRORBUFFER"
@@ -571,6 +569,46 @@ final class CurlTransfer {
             duration: .nanoseconds(Int64(MonotonicClock.nanoseconds() &- startTime)))
     }
 
+    /// The error code for a libcurl result and the system error behind it.
+    static func errorCode(for code: CURLcode, osErrno: Int32) -> DownloadError.Code {
+        switch code {
+        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
+            return .dnsFailure
+        case CURLE_COULDNT_CONNECT:
+            switch osErrno {
+            case ENETUNREACH, EHOSTUNREACH, ENETDOWN: return .networkUnreachable
+            case ETIMEDOUT: return .timeout
+            default: return .connectionRefused
+            }
+        case CURLE_OPERATION_TIMEDOUT:
+            return .timeout
+        case CURLE_PARTIAL_FILE, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING, CURLE_HTTP2,
+            CURLE_HTTP2_STREAM, CURLE_WEIRD_SERVER_REPLY, CURLE_BAD_CONTENT_ENCODING:
+            return .connectionLost
+        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
+            CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
+            CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CRL_BADFILE, CURLE_SSL_ENGINE_NOTFOUND,
+            CURLE_SSL_SHUTDOWN_FAILED:
+            return .tlsFailure
+        case CURLE_UNSUPPORTED_PROTOCOL:
+            return .unsupportedScheme
+        case CURLE_TOO_MANY_REDIRECTS:
+            return .tooManyRedirects
+        case CURLE_URL_MALFORMAT:
+            return .invalidRequest
+        case CURLE_RANGE_ERROR:
+            return .rangeNotSupported
+        case CURLE_FILESIZE_EXCEEDED:
+            return .responseTooLarge
+        case CURLE_WRITE_ERROR:
+            return .writeFailed
+        case CURLE_ABORTED_BY_CALLBACK:
+            return .cancelled
+        default:
+            return .transport
+        }
+    }
+
     /// A libcurl failure as a ``DownloadError``.
     private func classify(_ code: CURLcode, checkpoint: TransferCheckpoint) -> DownloadError {
         let url = pending.request.url.absoluteString
@@ -579,47 +617,14 @@ final class CurlTransfer {
         var osErrno = 0
         _ = tessera_curl_easy_getinfo_long(easy, CURLINFO_OS_ERRNO, &osErrno)
         let systemErrno: Int32? = osErrno == 0 ? nil : Int32(osErrno)
-        let kind: DownloadError.Code
-        switch code {
-        case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
-            kind = .dnsFailure
-        case CURLE_COULDNT_CONNECT:
-            switch Int32(osErrno) {
-            case ENETUNREACH, EHOSTUNREACH, ENETDOWN: kind = .networkUnreachable
-            case ETIMEDOUT: kind = .timeout
-            default: kind = .connectionRefused
-            }
-        case CURLE_OPERATION_TIMEDOUT:
-            kind = .timeout
-        case CURLE_PARTIAL_FILE, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING, CURLE_HTTP2,
-            CURLE_HTTP2_STREAM, CURLE_WEIRD_SERVER_REPLY, CURLE_BAD_CONTENT_ENCODING:
-            kind = .connectionLost
-        case CURLE_SSL_CONNECT_ERROR, CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
-            CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR, CURLE_SSL_PINNEDPUBKEYNOTMATCH,
-            CURLE_SSL_INVALIDCERTSTATUS, CURLE_SSL_CRL_BADFILE, CURLE_SSL_ENGINE_NOTFOUND,
-            CURLE_SSL_SHUTDOWN_FAILED:
-            kind = .tlsFailure
-        case CURLE_UNSUPPORTED_PROTOCOL:
+        let kind = Self.errorCode(for: code, osErrno: Int32(osErrno))
+        if kind == .unsupportedScheme {
             var target: UnsafeMutablePointer<CChar>?
             _ = tessera_curl_easy_getinfo_string(easy, CURLINFO_REDIRECT_URL, &target)
             let location = target.map { String(cString: $0) } ?? responseHeaders["Location"]
             let message = location.map { "refused to follow a redirect to \($0): only http and https are allowed" }
                 ?? "only http and https are allowed (\(detail))"
             return DownloadError(.unsupportedScheme, message, url: url, checkpoint: checkpoint, curlCode: Int(code.rawValue))
-        case CURLE_TOO_MANY_REDIRECTS:
-            kind = .tooManyRedirects
-        case CURLE_URL_MALFORMAT:
-            kind = .invalidRequest
-        case CURLE_RANGE_ERROR:
-            kind = .rangeNotSupported
-        case CURLE_FILESIZE_EXCEEDED:
-            kind = .responseTooLarge
-        case CURLE_WRITE_ERROR:
-            kind = .writeFailed
-        case CURLE_ABORTED_BY_CALLBACK:
-            kind = .cancelled
-        default:
-            kind = .transport
         }
         return DownloadError(
             kind, detail, url: url, checkpoint: checkpoint, curlCode: Int(code.rawValue), systemErrno: systemErrno)

@@ -176,10 +176,7 @@ final class EngineCore: @unchecked Sendable {
             collectFinished()
             startWaiting()
 
-            var timeout: Int32 = 1000
-            if let bucket, !rateLimited.isEmpty {
-                timeout = Int32(clamping: max(1, bucket.nanosecondsUntilAvailable / 1_000_000 + 1))
-            }
+            let timeout: Int32 = rateLimited.isEmpty ? 1000 : min(1000, millisecondsUntilRateRelease)
             _ = curl_multi_poll(multi, nil, 0, timeout, nil)
         }
         shutDownTransfers()
@@ -192,18 +189,21 @@ final class EngineCore: @unchecked Sendable {
     }
 
     /// Called from a body callback: whether `count` bytes may be taken now under the global
-    /// limit. When not, the transfer is paused until the bucket refills.
+    /// limit and the transfer's own. When not, the transfer is paused until the buckets refill.
     func takeRateTokens(_ count: Int, for transfer: CurlTransfer) -> Bool {
-        guard bucket != nil else { return true }
-        bucket!.refill()
-        guard bucket!.hasTokens else {
+        guard bucket != nil || transfer.ownBucket != nil else { return true }
+        let now = MonotonicClock.nanoseconds()
+        bucket?.refill(now: now)
+        transfer.ownBucket?.refill(now: now)
+        guard bucket?.hasTokens ?? true, transfer.ownBucket?.hasTokens ?? true else {
             if !transfer.isPausedForRate {
                 transfer.isPausedForRate = true
                 rateLimited.append(transfer)
             }
             return false
         }
-        bucket!.consume(count)
+        bucket?.consume(count)
+        transfer.ownBucket?.consume(count)
         return true
     }
 
@@ -216,18 +216,17 @@ final class EngineCore: @unchecked Sendable {
         releaseRateLimited()
     }
 
-    /// Resumes paused transfers, oldest first, while the bucket has tokens.
+    /// Resumes paused transfers, oldest first, whose buckets have tokens again.
     private func releaseRateLimited() {
         guard !rateLimited.isEmpty else { return }
-        bucket?.refill()
-        var index = 0
+        let now = MonotonicClock.nanoseconds()
+        bucket?.refill(now: now)
         let paused = rateLimited
         rateLimited.removeAll(keepingCapacity: true)
-        while index < paused.count {
-            let transfer = paused[index]
-            index += 1
+        for transfer in paused {
             guard transfer.isPausedForRate, transfers[transfer.easy] === transfer else { continue }
-            if let bucket, !bucket.hasTokens {
+            transfer.ownBucket?.refill(now: now)
+            guard bucket?.hasTokens ?? true, transfer.ownBucket?.hasTokens ?? true else {
                 rateLimited.append(transfer)
                 continue
             }
@@ -235,6 +234,16 @@ final class EngineCore: @unchecked Sendable {
             // libcurl hands over the data it held back, which may pause the transfer again.
             _ = curl_easy_pause(transfer.easy, tessera_curl_pause_continue())
         }
+    }
+
+    /// Milliseconds until a paused transfer may receive again.
+    private var millisecondsUntilRateRelease: Int32 {
+        var soonest = UInt64.max
+        let global = bucket?.nanosecondsUntilAvailable ?? 0
+        for transfer in rateLimited {
+            soonest = min(soonest, max(global, transfer.ownBucket?.nanosecondsUntilAvailable ?? 0))
+        }
+        return Int32(clamping: max(1, soonest / 1_000_000 + 1))
     }
 
     private func startWaiting() {

@@ -122,12 +122,12 @@ enum MonotonicClock {
 }
 
 extension Substring {
+    /// Without leading and trailing spaces, tabs and line breaks. (`"\r\n"` is one `Character`,
+    /// which `isNewline` covers.)
     func trimmingHTTPWhitespace() -> Substring {
         var text = self
-        while let first = text.first, first == " " || first == "\t" { text = text.dropFirst() }
-        while let last = text.last, last == " " || last == "\t" || last == "\r" || last == "\n" {
-            text = text.dropLast()
-        }
+        while let first = text.first, first == " " || first == "\t" || first.isNewline { text = text.dropFirst() }
+        while let last = text.last, last == " " || last == "\t" || last.isNewline { text = text.dropLast() }
         return text
     }
 }

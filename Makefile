@@ -1,0 +1,54 @@
+# Tessera: the two-command quick start (`make demo`, `make test`) and the benchmarks.
+# Each target installs the system packages it needs when they are missing (apt-get; sudo only
+# when not root), so a fresh Debian machine with Swift needs nothing else.
+
+SWIFT       ?= swift
+SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+APT_INSTALL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends
+
+# Headers and pkg-config files the build needs: libcurl (OpenSSL flavour), libxml2, SQLite.
+BUILD_PACKAGES := libcurl4-openssl-dev libxml2-dev libsqlite3-dev pkg-config
+# What the benchmark compares against.
+BENCH_PACKAGES := nginx-light aria2 curl python3
+
+.PHONY: all demo test bench build deps bench-deps clean help
+
+all: build
+
+help:
+	@echo "make demo   download a handful of files from an embedded loopback origin"
+	@echo "make test   build and run the test suite"
+	@echo "make bench  engine benchmark against curl --parallel and aria2c (nginx on loopback)"
+
+# apt-get update runs only when something is missing, and only once.
+define ensure_packages
+	@missing=""; for p in $(1); do dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "ok installed" || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "Installing:$$missing"; \
+		$(SUDO) apt-get update -qq && $(APT_INSTALL) $$missing; \
+	fi
+endef
+
+deps:
+	$(call ensure_packages,$(BUILD_PACKAGES))
+
+bench-deps: deps
+	$(call ensure_packages,$(BENCH_PACKAGES))
+
+build: deps
+	$(SWIFT) build
+
+demo: deps
+	$(SWIFT) build --product tessera
+	$$($(SWIFT) build --show-bin-path)/tessera demo
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test --skip-build
+
+bench: bench-deps
+	$(SWIFT) build -c release --product tessera-engine-bench
+	python3 Benchmarks/run.py --tessera "$$($(SWIFT) build -c release --show-bin-path)/tessera-engine-bench" $(BENCH_ARGS)
+
+clean:
+	rm -rf .build

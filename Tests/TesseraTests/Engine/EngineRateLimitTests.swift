@@ -1,0 +1,65 @@
+import Foundation
+import Testing
+import Tessera
+import TesseraTesting
+
+/// Rate limits are timing measurements, so they run one at a time.
+@Suite(.serialized) struct EngineRateLimitTests {
+    @Test func theGlobalLimitHoldsWithinTenPercentOverFiveSeconds() async throws {
+        var configuration = CurlEngine.Configuration.forTests()
+        let rate: Int64 = 2 << 20
+        configuration.globalRateLimit = rate
+        let engine = try CurlEngine(configuration: configuration)
+        try await withLoopbackOrigin { origin in
+            // Four transfers share 2 MiB/s; 10 MiB in all takes 5 s.
+            let size: Int64 = (10 << 20) / 4
+            let started = ContinuousClock.now
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<4 {
+                    group.addTask {
+                        let result = try await engine.transfer(TransferRequest(url: origin.url("/bytes/\(size)/r\(index)"), destination: .discard))
+                        #expect(result.bytesReceived == size)
+                    }
+                }
+                try await group.waitForAll()
+            }
+            let seconds = Double((ContinuousClock.now - started).nanoseconds) / 1e9
+            let measured = Double(4 * size) / seconds
+            #expect(abs(measured - Double(rate)) / Double(rate) < 0.10, "measured \(measured) B/s over \(seconds) s")
+        }
+    }
+
+    @Test func aSingleTransferHasItsOwnLimit() async throws {
+        let engine = try CurlEngine(configuration: .forTests())
+        try await withLoopbackOrigin { origin in
+            var request = TransferRequest(url: origin.url("/bytes/2097152/own"), destination: .discard)
+            request.rateLimit = 1 << 20
+            let started = ContinuousClock.now
+            _ = try await engine.transfer(request)
+            let seconds = Double((ContinuousClock.now - started).nanoseconds) / 1e9
+            #expect(seconds > 1.7 && seconds < 2.6, "2 MiB at 1 MiB/s took \(seconds) s")
+        }
+    }
+
+    @Test func theGlobalLimitCanChangeWhileTransfersRun() async throws {
+        var configuration = CurlEngine.Configuration.forTests()
+        configuration.globalRateLimit = 100_000
+        let engine = try CurlEngine(configuration: configuration)
+        try await withLoopbackOrigin { origin in
+            let started = ContinuousClock.now
+            let task = Task { try await engine.transfer(TransferRequest(url: origin.url("/bytes/5000000/lift"), destination: .discard)) }
+            try await Task.sleep(for: .milliseconds(300))
+            engine.setGlobalRateLimit(nil)
+            _ = try await task.value
+            // At 100 kB/s the transfer would need 50 s; lifted, it finishes at once.
+            #expect(ContinuousClock.now - started < .seconds(3))
+        }
+    }
+}
+
+extension Duration {
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}
