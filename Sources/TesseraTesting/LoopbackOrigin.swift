@@ -213,6 +213,9 @@ final class OriginCore: Sendable {
         var openConnections = 0
         var maxOpenConnections = 0
         var connectionsAccepted = 0
+        /// Numbers connections for ``LoopbackOrigin/RecordedRequest/connection``; never reset,
+        /// so a number is never given twice.
+        var connectionNumbers = 0
         var channels: [ObjectIdentifier: any Channel] = [:]
         var contents: [String: OriginContent] = [:]
 
@@ -259,9 +262,10 @@ final class OriginCore: Sendable {
         state.withLock { state in
             state.openConnections += 1
             state.connectionsAccepted += 1
+            state.connectionNumbers += 1
             state.maxOpenConnections = max(state.maxOpenConnections, state.openConnections)
             state.channels[ObjectIdentifier(channel)] = channel
-            return state.connectionsAccepted
+            return state.connectionNumbers
         }
     }
 

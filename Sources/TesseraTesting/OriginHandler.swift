@@ -35,7 +35,12 @@ extension OriginCore {
                 headers: head.headers.map { .init(name: $0.name, value: $0.value) }, connection: connection))
             state.requestCounts[path, default: 0] += 1
             let faults = state.takeFaults(for: path)
-            return Self.plan(head: head, path: path, faults: faults, state: &state)
+            var plan = Self.plan(head: head, path: path, faults: faults, state: &state)
+            // Rules for every response, the content's and the injected ones alike.
+            if head.method == .HEAD { plan.body = plan.body.lowerBound..<plan.body.lowerBound }
+            if !head.isKeepAlive { plan.closeAfter = true }
+            if plan.closeAfter { plan.headers.replaceOrAdd(name: "Connection", value: "close") }
+            return plan
         }
     }
 
@@ -110,9 +115,6 @@ extension OriginCore {
         }
         plan.headers.add(name: "Content-Length", value: String(Int64(plan.body.count) + lengthDelta))
         if lengthDelta != 0 { plan.closeAfter = true }
-        if head.method == .HEAD { plan.body = plan.body.lowerBound..<plan.body.lowerBound }
-        if !head.isKeepAlive { plan.closeAfter = true }
-        if plan.closeAfter { plan.headers.replaceOrAdd(name: "Connection", value: "close") }
         return plan
     }
 
@@ -265,9 +267,13 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
         let end = plan.body.upperBound
         while stream.next < end, context.channel.isWritable {
             if let drop = plan.dropAfter, stream.sent >= drop {
+                // Close once the bytes already written have gone out; closing at once would
+                // throw away writes still queued for a slow reader.
                 self.stream = nil
-                context.flush()
-                context.close(promise: nil)
+                let empty = context.channel.allocator.buffer(capacity: 0)
+                context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(empty)))).assumeIsolated().whenComplete { _ in
+                    context.close(promise: nil)
+                }
                 return false
             }
             if let stall = plan.stall, let after = stall.afterBytes, !stream.stalled, stream.sent >= after {

@@ -46,8 +46,10 @@ extension CurlEngine {
         public var defaultHeaders: HTTPHeaders = HTTPHeaders()
         /// At most one progress callback per transfer per this interval, plus a final one.
         public var progressInterval: Duration = .milliseconds(200)
-        /// The receive buffer of each transfer, in bytes (`CURLOPT_BUFFERSIZE`).
-        public var receiveBufferSize: Int = 64 * 1024
+        /// The receive buffer of each transfer, in bytes (`CURLOPT_BUFFERSIZE`; libcurl accepts up to
+        /// 512 KiB). Large buffers mean fewer reads: on loopback 512 KiB nearly doubled the
+        /// throughput of one large file over 64 KiB (see Benchmarks/README.md).
+        public var receiveBufferSize: Int = 512 * 1024
         /// Whether HTTP/2 is negotiated over TLS and transfers to one host share a connection.
         public var allowsHTTP2: Bool = true
         /// Where the engine logs; debug level shows each transfer's start and end.

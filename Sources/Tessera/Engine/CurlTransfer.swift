@@ -208,27 +208,32 @@ final class CurlTransfer {
 
     /// One header line of a response (status lines and the final blank line included).
     func header(_ bytes: UnsafeBufferPointer<UInt8>) {
-        guard let line = String(validating: bytes, as: UTF8.self) ?? String(bytes: bytes, encoding: .isoLatin1)
-        else { return }
-        if line.hasPrefix("HTTP/") {
-            // A new response: after a redirect or an interim 1xx, forget the previous one.
+        // Parsed on the bytes: this runs for every header line of every response.
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A }
+        func text(_ range: Range<Int>) -> String {
+            String(decoding: UnsafeBufferPointer(rebasing: bytes[range]), as: UTF8.self)
+        }
+        if bytes.count >= 5, bytes[0] == 0x48, bytes[1] == 0x54, bytes[2] == 0x54, bytes[3] == 0x50, bytes[4] == 0x2F {
+            // "HTTP/": a new response, after a redirect or an interim 1xx; forget the previous one.
             responseHeaders = HTTPHeaders()
             return
         }
-        let trimmed = Substring(line).trimmingHTTPWhitespace()
-        guard !trimmed.isEmpty else { return }
-        if line.first == " " || line.first == "\t" {
+        var start = 0, end = bytes.count
+        let folded = end > 0 && (bytes[0] == 0x20 || bytes[0] == 0x09)
+        while start < end, isSpace(bytes[start]) { start += 1 }
+        while end > start, isSpace(bytes[end - 1]) { end -= 1 }
+        guard start < end else { return }
+        if folded {
             // Obsolete line folding (RFC 9112 §5.2): continue the previous value.
-            if let last = responseHeaders.fields.last {
-                responseHeaders.remove(name: last.name)
-                responseHeaders.add(name: last.name, value: last.value + " " + trimmed)
-            }
+            responseHeaders.continueLastValue(with: text(start..<end))
             return
         }
-        guard let colon = trimmed.firstIndex(of: ":") else { return }
-        let name = String(trimmed[..<colon]).trimmingCharacters(in: .whitespaces)
-        let value = String(trimmed[trimmed.index(after: colon)...].trimmingHTTPWhitespace())
-        responseHeaders.add(name: name, value: value)
+        guard let colon = (start..<end).first(where: { bytes[$0] == 0x3A }) else { return }
+        var nameEnd = colon
+        while nameEnd > start, isSpace(bytes[nameEnd - 1]) { nameEnd -= 1 }
+        var valueStart = colon + 1
+        while valueStart < end, isSpace(bytes[valueStart]) { valueStart += 1 }
+        responseHeaders.add(name: text(start..<nameEnd), value: text(valueStart..<end))
     }
 
     /// One piece of the body. Returns the number of bytes taken, ``pauseSignal`` to wait for
@@ -442,19 +447,23 @@ final class CurlTransfer {
             return nil
         case .file(let path, _, _):
             sink = .file
-            if fileDescriptor < 0 {
-                var descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
-                if descriptor < 0, errno == ENOENT {
-                    let directory = (path as NSString).deletingLastPathComponent
-                    if !directory.isEmpty {
-                        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-                    }
-                    descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+            guard fileDescriptor < 0 else { return nil }
+            // The file is opened once, when the response is known and `written` is final. A
+            // transfer that owns the file's tail cuts it right here, so nothing stale can follow
+            // its bytes and no truncation is needed at the end; from offset zero, O_TRUNC does it.
+            let truncateOnOpen = ownsTail && fileBase + written == 0
+            let flags = O_WRONLY | O_CREAT | O_CLOEXEC | (truncateOnOpen ? O_TRUNC : 0)
+            var descriptor = open(path, flags, 0o644)
+            if descriptor < 0, errno == ENOENT {
+                let directory = (path as NSString).deletingLastPathComponent
+                if !directory.isEmpty {
+                    try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
                 }
-                guard descriptor >= 0 else { return fileError(errno, doing: "open") }
-                fileDescriptor = descriptor
+                descriptor = open(path, flags, 0o644)
             }
-            if ownsTail, ftruncate(fileDescriptor, off_t(fileBase + written)) != 0 {
+            guard descriptor >= 0 else { return fileError(errno, doing: "open") }
+            fileDescriptor = descriptor
+            if ownsTail, !truncateOnOpen, ftruncate(fileDescriptor, off_t(fileBase + written)) != 0 {
                 return fileError(errno, doing: "truncate")
             }
             return nil
@@ -507,9 +516,6 @@ final class CurlTransfer {
                 return .failure(DownloadError(
                     .sizeMismatch, "expected \(expected) bytes, the server's copy has \(written)",
                     url: url, httpStatus: status, checkpoint: onDisk))
-            }
-            if case .file = sink, ownsTail, ftruncate(fileDescriptor, off_t(fileBase + written)) != 0 {
-                return .failure(fileError(errno, doing: "truncate"))
             }
         }
         reportProgress(final: true)

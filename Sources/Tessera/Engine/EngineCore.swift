@@ -18,9 +18,7 @@ final class TransferToken: Sendable {
 }
 
 /// A transfer waiting for the engine thread.
-struct PendingTransfer: @unchecked Sendable {
-    // `CheckedContinuation` is Sendable; the closure is `@Sendable`. The struct is unchecked only
-    // because `TransferRequest`'s URL is imported from Foundation.
+struct PendingTransfer: Sendable {
     let token: TransferToken
     var request: TransferRequest
     let continuation: CheckedContinuation<TransferResult, any Error>
@@ -53,6 +51,9 @@ final class EngineCore: @unchecked Sendable {
     let queuedCount = Atomic<Int>(0)
     let receivedTotal = Atomic<Int64>(0)
     let completedCount = Atomic<Int>(0)
+    /// Set while the engine thread is (about to be) in `curl_multi_poll`; submissions wake it
+    /// only then, which saves a system call per transfer while it is busy anyway.
+    private let sleeping = Atomic<Bool>(false)
 
     // Engine thread only.
     private var transfers: [UnsafeMutableRawPointer: CurlTransfer] = [:]
@@ -112,7 +113,7 @@ final class EngineCore: @unchecked Sendable {
             return
         }
         queuedCount.add(1, ordering: .relaxed)
-        curl_multi_wakeup(multi)
+        if sleeping.load(ordering: .sequentiallyConsistent) { curl_multi_wakeup(multi) }
     }
 
     func cancel(_ token: TransferToken) {
@@ -177,7 +178,13 @@ final class EngineCore: @unchecked Sendable {
             startWaiting()
 
             let timeout: Int32 = rateLimited.isEmpty ? 1000 : min(1000, millisecondsUntilRateRelease)
-            _ = curl_multi_poll(multi, nil, 0, timeout, nil)
+            // Announce the sleep, then look at the inbox once more: a submission that came
+            // before the announcement is seen here, one that comes after it wakes the poll.
+            sleeping.store(true, ordering: .sequentiallyConsistent)
+            if inbox.withLock({ $0.submissions.isEmpty }) {
+                _ = curl_multi_poll(multi, nil, 0, timeout, nil)
+            }
+            sleeping.store(false, ordering: .sequentiallyConsistent)
         }
         shutDownTransfers()
         let waiters = inbox.withLock { inbox -> [CheckedContinuation<Void, Never>] in

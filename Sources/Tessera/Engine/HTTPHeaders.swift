@@ -31,6 +31,12 @@ public struct HTTPHeaders: Hashable, Sendable, Codable, Sequence, ExpressibleByD
         fields.append(Field(name: name, value: value))
     }
 
+    /// Appends `text` to the value of the last field (obsolete line folding).
+    mutating func continueLastValue(with text: String) {
+        guard !fields.isEmpty else { return }
+        fields[fields.count - 1].value += " " + text
+    }
+
     /// Replaces every field named `name` with one field.
     public mutating func replaceOrAdd(name: String, value: String) {
         remove(name: name)

@@ -46,6 +46,7 @@ enum HTTPDate {
 
     /// Seconds since 1970 for an HTTP date, or `nil` when the text is not one.
     static func parse(_ value: String) -> Int64? {
+        if let fixed = parseFixdate(value) { return fixed }
         let words = value.split(whereSeparator: { $0 == " " || $0 == "," }).map(String.init)
         // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT -> [Sun, 06, Nov, 1994, 08:49:37, GMT]
         if words.count == 6, words[5] == "GMT", let day = Int(words[1]), let month = month(words[2]),
@@ -69,22 +70,52 @@ enum HTTPDate {
         return nil
     }
 
+    /// The common case, IMF-fixdate (`Sun, 06 Nov 1994 08:49:37 GMT`), read on its 29 bytes.
+    private static func parseFixdate(_ value: String) -> Int64? {
+        var value = value
+        return value.withUTF8 { bytes -> Int64? in
+            guard bytes.count == 29, bytes[3] == 0x2C, bytes[4] == 0x20, bytes[7] == 0x20, bytes[11] == 0x20,
+                bytes[16] == 0x20, bytes[19] == 0x3A, bytes[22] == 0x3A, bytes[25] == 0x20,
+                bytes[26] == 0x47, bytes[27] == 0x4D, bytes[28] == 0x54
+            else { return nil }
+            func number(_ range: Range<Int>) -> Int? {
+                var result = 0
+                for index in range {
+                    let digit = Int(bytes[index]) - 0x30
+                    guard (0...9).contains(digit) else { return nil }
+                    result = result * 10 + digit
+                }
+                return result
+            }
+            let monthName = String(decoding: UnsafeBufferPointer(rebasing: bytes[8..<11]), as: UTF8.self)
+            guard let day = number(5..<7), let month = month(monthName), let year = number(12..<16),
+                let hour = number(17..<19), let minute = number(20..<22), let second = number(23..<25)
+            else { return nil }
+            return make(year: year, month: month, day: day, hour: hour, minute: minute, second: second)
+        }
+    }
+
     private static func month(_ name: String) -> Int? {
         months.firstIndex(of: name.lowercased()).map { $0 + 1 }
     }
 
     private static func make(year: Int, month: Int, day: Int, time: String) -> Int64? {
         let clock = time.split(separator: ":").compactMap { Int($0) }
-        guard clock.count == 3, (1...31).contains(day), (0...23).contains(clock[0]), (0...59).contains(clock[1]),
-            (0...60).contains(clock[2]), year >= 1970
+        guard clock.count == 3 else { return nil }
+        return make(year: year, month: month, day: day, hour: clock[0], minute: clock[1], second: clock[2])
+    }
+
+    private static func make(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int) -> Int64? {
+        guard (1...31).contains(day), (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second),
+            year >= 1970
         else { return nil }
         var parts = tm()
         parts.tm_year = Int32(year - 1900)
         parts.tm_mon = Int32(month - 1)
         parts.tm_mday = Int32(day)
-        parts.tm_hour = Int32(clock[0])
-        parts.tm_min = Int32(clock[1])
-        parts.tm_sec = Int32(clock[2])
+        parts.tm_hour = Int32(hour)
+        parts.tm_min = Int32(minute)
+        parts.tm_sec = Int32(second)
         let seconds = timegm(&parts)
         return seconds < 0 ? nil : Int64(seconds)
     }

@@ -1,0 +1,74 @@
+import Foundation
+import Synchronization
+import Testing
+import TesseraTesting
+
+/// Every LoopbackOrigin test. Serialized: several tests measure time (stall, throttle) or
+/// stream tens of MiB, and on two cores parallel tests would skew those measurements.
+@Suite("LoopbackOrigin", .serialized, .timeLimit(.minutes(2)))
+enum OriginTests {}
+
+extension LoopbackOrigin {
+    /// One GET on a fresh connection, closed afterwards.
+    func rawRequest(_ target: String, headers: [(String, String)] = []) throws -> RawHTTPResponse {
+        try rawRequest("GET", target, headers: headers)
+    }
+
+    /// One request on a fresh connection, closed afterwards.
+    func rawRequest(_ method: String, _ target: String, headers: [(String, String)] = []) throws -> RawHTTPResponse {
+        let connection = try RawHTTPConnection(port: port)
+        defer { connection.close() }
+        return try connection.request(method, target, headers: headers)
+    }
+
+    /// A fresh connection to this origin.
+    func connect(timeout: Duration = .seconds(10)) throws -> RawHTTPConnection {
+        try RawHTTPConnection(port: port, timeout: timeout)
+    }
+}
+
+/// Polls `condition` every 10 ms until it holds or `timeout` passes; returns whether it held.
+func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return condition()
+}
+
+/// Seconds in a duration, as a Double (for messages and windows).
+func seconds(_ duration: Duration) -> Double {
+    let (whole, attoseconds) = duration.components
+    return Double(whole) + Double(attoseconds) / 1e18
+}
+
+/// A fresh directory for test files, removed by `cleanUp()`.
+struct ScratchDirectory {
+    let url: URL
+
+    init() throws {
+        url = FileManager.default.temporaryDirectory
+            .appendingPathComponent("tessera-origin-tests-\(UUID().uuidString)", isDirectory: true)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+    }
+
+    /// Writes `bytes` to a file named `name` and returns its path.
+    func write(_ name: String, _ bytes: [UInt8]) throws -> String {
+        let file = url.appendingPathComponent(name)
+        try Data(bytes).write(to: file)
+        return file.path
+    }
+
+    func cleanUp() { try? FileManager.default.removeItem(at: url) }
+}
+
+/// A value shared with escaping closures and tasks.
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    var value: Value {
+        get { mutex.withLock { $0 } }
+        set { mutex.withLock { $0 = newValue } }
+    }
+}
