@@ -8,6 +8,8 @@ APT_INSTALL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-in
 
 # Headers and pkg-config files the build needs: libcurl (OpenSSL flavour), libxml2, SQLite.
 BUILD_PACKAGES := libcurl4-openssl-dev libxml2-dev libsqlite3-dev pkg-config
+# A TLS and HTTP/2 peer for the engine tests.
+TEST_PACKAGES  := nginx-light openssl
 # What the benchmark compares against.
 BENCH_PACKAGES := nginx-light aria2 curl python3
 
@@ -43,6 +45,7 @@ demo: deps
 	$$($(SWIFT) build --show-bin-path)/tessera demo
 
 test: deps
+	$(call ensure_packages,$(TEST_PACKAGES))
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build
 

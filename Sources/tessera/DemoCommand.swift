@@ -60,6 +60,10 @@ struct DemoCommand: AsyncParsableCommand {
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         print("\n\(Format.bytes(bytes)) in \(String(format: "%.2f", seconds)) s, "
             + "\(origin.totalRequests) requests, at most \(origin.maxConcurrentConnections) connections at once.")
+        #if DEBUG
+        print("(A debug build: the embedded origin generates its content in unoptimized code, so these speeds are")
+        print(" the origin's. `make bench` measures the engine against curl and aria2c.)")
+        #endif
         guard outcomes.allSatisfy(\.verified) else {
             throw ExitCode.failure
         }
