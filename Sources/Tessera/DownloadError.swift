@@ -29,6 +29,16 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
             case cancelled
             case engineShutDown
             case transport
+            case manifestInvalid
+            case manifestTooLarge
+            case unsafeInput
+            case checksumMismatch
+            case unsafePath
+            case noMatchingEntity
+            case manifestExpired
+            case invalidState
+            case storeFailure
+            case cryptoFailure
         }
 
         fileprivate let base: Base
@@ -75,6 +85,28 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
         public static let engineShutDown = Code(.engineShutDown)
         /// Any other libcurl failure; see ``DownloadError/curlCode``.
         public static let transport = Code(.transport)
+
+        /// A manifest or API answer could not be parsed, or lacks what is required.
+        public static let manifestInvalid = Code(.manifestInvalid)
+        /// A manifest is over a size or count limit (bytes, depth, segments).
+        public static let manifestTooLarge = Code(.manifestTooLarge)
+        /// Input was refused as hostile: XML entity declarations, external entities, a URL with
+        /// control characters or a scheme other than http(s).
+        public static let unsafeInput = Code(.unsafeInput)
+        /// Downloaded bytes do not match the checksum the manifest gave.
+        public static let checksumMismatch = Code(.checksumMismatch)
+        /// A file name would leave the download directory (`..`, an absolute path, NUL, …).
+        public static let unsafePath = Code(.unsafePath)
+        /// No registered entity type accepts the input.
+        public static let noMatchingEntity = Code(.noMatchingEntity)
+        /// A manifest's URLs expired and resolving again did not help.
+        public static let manifestExpired = Code(.manifestExpired)
+        /// An operation that the task's state does not allow (e.g. resuming a removed task).
+        public static let invalidState = Code(.invalidState)
+        /// The store could not read or write its records.
+        public static let storeFailure = Code(.storeFailure)
+        /// Hashing or decryption failed inside the crypto library.
+        public static let cryptoFailure = Code(.cryptoFailure)
 
         public var description: String { base.rawValue }
     }
