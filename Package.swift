@@ -29,6 +29,13 @@ let package = Package(
             pkgConfig: "libxml-2.0",
             providers: [.apt(["libxml2-dev"])]
         ),
+        .systemLibrary(
+            name: "COpenSSL",
+            pkgConfig: "libcrypto",
+            providers: [.apt(["libssl-dev"])]
+        ),
+        // Linux calls Swift's Glibc module leaves out (copy_file_range).
+        .systemLibrary(name: "CTesseraSystem"),
 
         // MARK: The framework
         .target(
@@ -36,6 +43,8 @@ let package = Package(
             dependencies: [
                 "CCurl",
                 "CLibXML2",
+                "COpenSSL",
+                "CTesseraSystem",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -65,6 +74,13 @@ let package = Package(
         ),
 
         // MARK: Tests
+        // Runs measured scenarios (memory, scale, kill -9) in a process of their own, so other
+        // tests running in parallel cannot disturb what is measured.
+        .executableTarget(
+            name: "tessera-test-helper",
+            dependencies: ["Tessera", "TesseraTesting"],
+            path: "Tests/Helpers/TesseraTestHelper"
+        ),
         .testTarget(
             name: "TesseraTests",
             dependencies: ["Tessera", "TesseraTesting"]

@@ -180,9 +180,10 @@ extension DownloadError {
     }
 
     /// Whether the URL itself is likely stale (expired signature, moved content), so the entity
-    /// should be resolved again: HTTP 403, 404 or 410.
+    /// should be resolved again: HTTP 403, 404 or 410, and 412 (the resource changed under an
+    /// `If-Match`).
     public var suggestsReResolve: Bool {
-        code == .httpStatus && [403, 404, 410].contains(httpStatus ?? 0)
+        code == .httpStatus && [403, 404, 410, 412].contains(httpStatus ?? 0)
     }
 
     /// Whether the failure comes from the local disk rather than the network.

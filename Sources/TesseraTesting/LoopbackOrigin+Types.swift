@@ -91,6 +91,8 @@ extension LoopbackOrigin {
         public var headers: [Header]
         /// Which connection carried it, counted from 1 in order of acceptance.
         public var connection: Int
+        /// When the origin received it.
+        public var receivedAt: ContinuousClock.Instant
 
         /// One header field.
         public struct Header: Sendable, Hashable {

@@ -32,7 +32,8 @@ extension OriginCore {
         return state.withLock { state in
             state.requests.append(LoopbackOrigin.RecordedRequest(
                 method: head.method.rawValue, path: path, uri: head.uri,
-                headers: head.headers.map { .init(name: $0.name, value: $0.value) }, connection: connection))
+                headers: head.headers.map { .init(name: $0.name, value: $0.value) }, connection: connection,
+                receivedAt: .now))
             state.requestCounts[path, default: 0] += 1
             let faults = state.takeFaults(for: path)
             var plan = Self.plan(head: head, path: path, faults: faults, state: &state)

@@ -184,19 +184,6 @@ extension OriginTests {
             }
         }
 
-        @Test("throttle(bytesPerSecond:) paces the body: 200 KB at 400 KB/s takes about 0.5 s")
-        func throttle() async throws {
-            try await withLoopbackOrigin { origin in
-                let path = "/bytes/200000/throttle.bin"
-                origin.inject(.throttle(bytesPerSecond: 400_000), at: path)
-                let start = ContinuousClock.now
-                let response = try origin.rawRequest(path)
-                let elapsed = seconds(ContinuousClock.now - start)
-                #expect(response.status == 200)
-                #expect(response.body == OriginContent(path: path).bytes(0..<200_000))
-                #expect(elapsed >= 0.4 && elapsed <= 1.0, "took \(elapsed) s")
-            }
-        }
 
         @Test("wrongContentLength(delta: +100) announces n+100, sends n bytes and closes")
         func contentLengthTooLarge() async throws {
@@ -314,22 +301,6 @@ extension OriginTests {
             }
         }
 
-        @Test("faults of different kinds combine: throttle + drop")
-        func throttleAndDrop() async throws {
-            try await withLoopbackOrigin { origin in
-                let path = "/bytes/1000000/combined.bin"
-                origin.inject(.throttle(bytesPerSecond: 200_000), at: path)
-                origin.inject(.dropConnection(afterBytes: 100_000), at: path)
-                let start = ContinuousClock.now
-                let response = try origin.rawRequest(path)
-                let elapsed = seconds(ContinuousClock.now - start)
-                #expect(response.status == 200)
-                #expect(response.closedEarly)
-                #expect(response.body == OriginContent(path: path).bytes(0..<100_000))
-                #expect(elapsed >= 0.4 && elapsed <= 1.2, "took \(elapsed) s")
-                #expect(origin.bytesServed(for: path) == 100_000)
-            }
-        }
 
         @Test("faults of different kinds combine: stall + range shift + wrong length")
         func stallShiftAndLength() async throws {

@@ -318,12 +318,20 @@ final class CurlTransfer {
             systemErrno: code)
     }
 
-    private func reportProgress(final: Bool) {
+    /// Bytes written that no progress report has told yet.
+    var hasUnreportedProgress: Bool { pending.progress != nil && written != reportedWritten }
+    private var reportedWritten: Int64 = -1
+
+    /// Reports progress when the interval has passed (or always, when `final`).
+    func reportProgress(final: Bool) {
         guard let handler = pending.progress else { return }
         let now = MonotonicClock.nanoseconds()
         guard final || now &- lastProgress >= core.progressIntervalNanoseconds else { return }
         lastProgress = now
-        handler(TransferProgress(bytesReceived: received, bytesWritten: written, totalBytes: spanLength))
+        reportedWritten = written
+        handler(TransferProgress(
+            bytesReceived: received, bytesWritten: written, totalBytes: spanLength,
+            validator: validator ?? checkpointValidator))
     }
 
     // MARK: - Deciding what the response means

@@ -176,8 +176,16 @@ final class EngineCore: @unchecked Sendable {
             _ = curl_multi_perform(multi, &running)
             collectFinished()
             startWaiting()
+            // Bytes that arrived just before a stall would otherwise wait for the next write
+            // to be reported.
+            var unreported = false
+            for transfer in transfers.values where transfer.hasUnreportedProgress {
+                transfer.reportProgress(final: false)
+                unreported = unreported || transfer.hasUnreportedProgress
+            }
 
-            let timeout: Int32 = rateLimited.isEmpty ? 1000 : min(1000, millisecondsUntilRateRelease)
+            var timeout: Int32 = rateLimited.isEmpty ? 1000 : min(1000, millisecondsUntilRateRelease)
+            if unreported { timeout = min(timeout, Int32(clamping: max(1, progressIntervalNanoseconds / 1_000_000))) }
             // Announce the sleep, then look at the inbox once more: a submission that came
             // before the announcement is seen here, one that comes after it wakes the poll.
             sleeping.store(true, ordering: .sequentiallyConsistent)

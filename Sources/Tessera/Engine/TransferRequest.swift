@@ -173,11 +173,20 @@ public struct TransferProgress: Sendable, Hashable {
     public var bytesWritten: Int64
     /// The length of the requested span, once known.
     public var totalBytes: Int64?
+    /// The validator of the version being written, once the response is known; with
+    /// ``bytesWritten`` it is a checkpoint to resume from.
+    public var validator: ResourceValidator?
 
     /// Creates a progress value.
-    public init(bytesReceived: Int64, bytesWritten: Int64, totalBytes: Int64?) {
+    public init(bytesReceived: Int64, bytesWritten: Int64, totalBytes: Int64?, validator: ResourceValidator? = nil) {
         self.bytesReceived = bytesReceived
         self.bytesWritten = bytesWritten
         self.totalBytes = totalBytes
+        self.validator = validator
+    }
+
+    /// The bytes on disk and their validator, to resume from.
+    public var checkpoint: TransferCheckpoint {
+        TransferCheckpoint(bytesWritten: bytesWritten, validator: validator)
     }
 }

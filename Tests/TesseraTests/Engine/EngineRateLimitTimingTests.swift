@@ -3,8 +3,9 @@ import Testing
 import Tessera
 import TesseraTesting
 
-/// Rate limits are timing measurements, so they run one at a time.
-@Suite(.serialized) struct EngineRateLimitTests {
+/// Rate limits are wall-clock measurements: `make test` runs suites named `…TimingTests` on
+/// their own, after the parallel phase, and one test at a time.
+@Suite(.serialized) struct EngineRateLimitTimingTests {
     @Test func theGlobalLimitHoldsWithinTenPercentOverFiveSeconds() async throws {
         var configuration = CurlEngine.Configuration.forTests()
         let rate: Int64 = 2 << 20

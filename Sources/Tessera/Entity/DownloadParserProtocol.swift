@@ -1,0 +1,13 @@
+/// What makes an entity downloadable: turning its key into a manifest.
+///
+/// The manager calls ``resolve(in:)`` before the first download and again whenever the URLs
+/// look stale (HTTP 403, 404, 410 or 412 on every mirror, or the manifest's expiry passed), so
+/// signed URLs are refreshed the way ZZDownloader and yt-dlp refresh them. Fetch documents
+/// through the ``ResolveContext`` (same engine, headers, proxy and rate limit as the download)
+/// and parse them with its XML and JSON helpers. Throw a ``DownloadError`` with
+/// ``DownloadError/Code/manifestInvalid`` for a document that cannot be used, quoting what the
+/// server said.
+public protocol DownloadParserProtocol: DownloadBaseEntity {
+    /// Resolves the entity into a manifest.
+    func resolve(in context: ResolveContext) async throws -> DownloadManifest
+}

@@ -1,0 +1,157 @@
+import Foundation
+import Logging
+
+/// What a parser gets to resolve its entity: the shared engine (so manifests are fetched with
+/// the same headers, proxy and rate limit as the segments), limits, and helpers to fetch and
+/// parse JSON and XML without touching C APIs.
+public struct ResolveContext: Sendable {
+    /// The engine.
+    public let engine: CurlEngine
+    /// Header fields to send with every request (the user's `--header`s).
+    public var headers: HTTPHeaders
+    /// At most this many segments in a manifest; more is refused, not allocated.
+    public var maxSegments: Int
+    /// At most this many bytes in a fetched document.
+    public var maxDocumentSize: Int
+    /// 1 for the first resolve, then 2, 3, … when the manager resolves again.
+    public var attempt: Int
+    /// The manifest of the previous resolve, if any.
+    public var previousManifest: DownloadManifest?
+    /// How plain downloads are split into pieces.
+    public var splitting: SplitPolicy
+    /// Where to log.
+    public var logger: Logger
+
+    /// Creates a context (the manager makes one per resolve; tests may make their own).
+    public init(
+        engine: CurlEngine, headers: HTTPHeaders = HTTPHeaders(), maxSegments: Int = 1_000_000,
+        maxDocumentSize: Int = 32 << 20, attempt: Int = 1, previousManifest: DownloadManifest? = nil,
+        splitting: SplitPolicy = SplitPolicy(), logger: Logger = Logger(label: "tessera.resolve")
+    ) {
+        self.engine = engine
+        self.headers = headers
+        self.maxSegments = maxSegments
+        self.maxDocumentSize = maxDocumentSize
+        self.attempt = attempt
+        self.previousManifest = previousManifest
+        self.splitting = splitting
+        self.logger = logger
+    }
+
+    /// Fetches a document into memory; any status but 2xx is an error.
+    public func fetch(_ url: URL, headers extra: HTTPHeaders = HTTPHeaders()) async throws(DownloadError) -> FetchedDocument {
+        try URLSafety.check(url, context: "the manifest URL")
+        var fields = headers
+        for field in extra { fields.replaceOrAdd(name: field.name, value: field.value) }
+        let request = TransferRequest(
+            url: url, headers: fields, destination: .memory(limit: maxDocumentSize), acceptsCompression: true)
+        do {
+            let result = try await engine.transfer(request)
+            return FetchedDocument(
+                data: result.body ?? Data(), url: result.effectiveURL, status: result.status,
+                contentType: result.headers["Content-Type"], headers: result.headers)
+        } catch let error as DownloadError {
+            if error.code == .responseTooLarge {
+                throw DownloadError(.manifestTooLarge, "the document at \(url.absoluteString) is larger than \(maxDocumentSize) bytes", url: url.absoluteString)
+            }
+            throw error
+        } catch {
+            throw DownloadError(.transport, "\(error)", url: url.absoluteString)
+        }
+    }
+
+    /// Fetches and parses an XML document.
+    public func fetchXML(
+        _ url: URL, headers: HTTPHeaders = HTTPHeaders(), options: XMLParseOptions = XMLParseOptions()
+    ) async throws(DownloadError) -> (document: XMLDocument, source: FetchedDocument) {
+        let source = try await fetch(url, headers: headers)
+        var options = options
+        options.maxDocumentSize = min(options.maxDocumentSize, maxDocumentSize)
+        return (try XMLDocument.parse(source.data, options: options, baseURL: source.url), source)
+    }
+
+    /// Fetches and decodes a JSON document.
+    public func fetchJSON<T: Decodable>(
+        _ type: T.Type, from url: URL, headers: HTTPHeaders = HTTPHeaders()
+    ) async throws(DownloadError) -> (value: T, source: FetchedDocument) {
+        let source = try await fetch(url, headers: headers)
+        return (try JSONManifest.decode(type, from: source.data, limit: maxDocumentSize), source)
+    }
+
+    /// Asks for a resource's headers: `HEAD`, or a one-byte `GET` when the server refuses `HEAD`.
+    public func probe(_ url: URL, headers extra: HTTPHeaders = HTTPHeaders()) async throws(DownloadError) -> ProbeResult {
+        try URLSafety.check(url, context: "the URL")
+        var fields = headers
+        for field in extra { fields.replaceOrAdd(name: field.name, value: field.value) }
+        do {
+            let head = try await engine.transfer(TransferRequest(url: url, method: .head, headers: fields, destination: .discard))
+            return ProbeResult(
+                url: head.effectiveURL, size: head.resourceLength, acceptsRanges: head.acceptsRanges,
+                validator: head.validator, headers: head.headers)
+        } catch let error as DownloadError where error.code == .httpStatus && [400, 403, 405, 501].contains(error.httpStatus ?? 0) {
+            // Some servers (and signed URLs) refuse HEAD: ask for the first byte instead.
+            do {
+                let first = try await engine.transfer(TransferRequest(
+                    url: url, range: ByteRange(offset: 0, length: 1), headers: fields, destination: .discard))
+                let size = first.status == 206 ? first.resourceLength : first.bytesReceived
+                return ProbeResult(
+                    url: first.effectiveURL, size: size, acceptsRanges: first.status == 206,
+                    validator: first.validator, headers: first.headers)
+            } catch let error as DownloadError {
+                throw error
+            } catch {
+                throw DownloadError(.transport, "\(error)", url: url.absoluteString)
+            }
+        } catch let error as DownloadError {
+            throw error
+        } catch {
+            throw DownloadError(.transport, "\(error)", url: url.absoluteString)
+        }
+    }
+}
+
+/// A document fetched by ``ResolveContext/fetch(_:headers:)``.
+public struct FetchedDocument: Sendable {
+    /// The body (decoded if the server compressed it).
+    public var data: Data
+    /// The URL after redirects: the base for the document's relative URLs.
+    public var url: URL
+    /// The status.
+    public var status: Int
+    /// The `Content-Type`.
+    public var contentType: String?
+    /// Every response header.
+    public var headers: HTTPHeaders
+
+    /// The body as UTF-8 text (invalid bytes replaced).
+    public var text: String { String(decoding: data, as: UTF8.self) }
+}
+
+/// What a probe learnt about a resource.
+public struct ProbeResult: Sendable {
+    /// The URL after redirects.
+    public var url: URL
+    /// The size, when the server told it.
+    public var size: Int64?
+    /// Whether byte ranges are served.
+    public var acceptsRanges: Bool
+    /// The version's validator.
+    public var validator: ResourceValidator?
+    /// Every response header.
+    public var headers: HTTPHeaders
+}
+
+/// How a plain download is split into pieces fetched over several connections (aria2's
+/// `--min-split-size` and `--split`).
+public struct SplitPolicy: Sendable, Hashable {
+    /// Files smaller than this are fetched in one piece.
+    public var minimumSize: Int64 = 20 << 20
+    /// The size of each piece (the last one may be smaller).
+    public var pieceSize: Int64 = 8 << 20
+
+    /// Creates a policy.
+    public init(minimumSize: Int64 = 20 << 20, pieceSize: Int64 = 8 << 20) {
+        self.minimumSize = minimumSize
+        self.pieceSize = pieceSize
+    }
+}

@@ -1,0 +1,57 @@
+/// Something that happened in a ``DownloadTaskManager``, delivered to every subscriber of
+/// ``DownloadTaskManager/events()``.
+///
+/// Every state change is delivered; progress at most once per task per
+/// ``DownloadTaskManager/Configuration/progressInterval``.
+public enum DownloadEvent: Sendable {
+    /// A task was added.
+    case taskAdded(DownloadTaskInfo)
+    /// A task changed state.
+    case taskStateChanged(DownloadTaskInfo, previous: DownloadTaskState)
+    /// A running task made progress.
+    case taskProgress(DownloadTaskInfo)
+    /// A task was removed.
+    case taskRemoved(DownloadTaskID)
+    /// A group's roll-up changed (a child changed state or made progress).
+    case groupUpdated(DownloadGroupInfo)
+    /// A group lost its last child.
+    case groupRemoved(key: String)
+    /// A task met an error: `willRetry` when the manager tries again (another attempt, mirror
+    /// or resolve), `false` when the task failed or became invalid because of it.
+    case taskError(DownloadTaskID, DownloadError, willRetry: Bool)
+    /// A condition of the environment worth telling (disk space low, network lost or back,
+    /// a task started on a metered network).
+    case notice(DownloadNotice)
+
+    /// The task the event is about, if it is about one.
+    public var taskID: DownloadTaskID? {
+        switch self {
+        case .taskAdded(let info), .taskStateChanged(let info, _), .taskProgress(let info): info.id
+        case .taskRemoved(let id), .taskError(let id, _, _): id
+        case .groupUpdated, .groupRemoved, .notice: nil
+        }
+    }
+}
+
+/// An environmental condition.
+public struct DownloadNotice: Sendable, Hashable {
+    /// What kind of condition.
+    public enum Kind: String, Sendable, Hashable {
+        case diskSpaceLow, diskSpaceCritical, diskSpaceRecovered
+        case networkLost, networkRestored, meteredNetwork
+    }
+
+    /// The condition.
+    public var kind: Kind
+    /// A sentence for people.
+    public var message: String
+    /// The task concerned, if one.
+    public var taskID: DownloadTaskID?
+
+    /// Creates a notice.
+    public init(kind: Kind, message: String, taskID: DownloadTaskID? = nil) {
+        self.kind = kind
+        self.message = message
+        self.taskID = taskID
+    }
+}

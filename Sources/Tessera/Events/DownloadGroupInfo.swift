@@ -1,0 +1,44 @@
+/// A snapshot of a group: its roll-up and its children.
+public struct DownloadGroupInfo: Sendable, Equatable {
+    /// A group's state, rolled up from its children.
+    public enum State: String, Sendable, Hashable, Codable {
+        case waiting, downloading, paused, interrupted, completed, failed
+    }
+
+    /// What ``DownloadTaskGroup/rollUp(children:)`` computes.
+    public struct RollUp: Sendable, Equatable {
+        /// The state.
+        public var state: State
+        /// Bytes done over all children.
+        public var bytesDone: Int64
+        /// Bytes in all, when every child's total is known.
+        public var bytesTotal: Int64?
+        /// Summed speed.
+        public var bytesPerSecond: Double
+        /// Time left.
+        public var eta: Duration?
+
+        /// Creates a roll-up.
+        public init(state: State, bytesDone: Int64, bytesTotal: Int64?, bytesPerSecond: Double, eta: Duration?) {
+            self.state = state
+            self.bytesDone = bytesDone
+            self.bytesTotal = bytesTotal
+            self.bytesPerSecond = bytesPerSecond
+            self.eta = eta
+        }
+    }
+
+    /// The aggregation key.
+    public var key: String
+    /// The group class's registry name.
+    public var groupType: String
+    /// The group's title.
+    public var title: String
+    /// The roll-up.
+    public var rollUp: RollUp
+    /// The children, ordered by ID.
+    public var children: [DownloadTaskInfo]
+
+    /// The group's state.
+    public var state: State { rollUp.state }
+}

@@ -1,0 +1,62 @@
+import Foundation
+
+/// A snapshot of one task, as ``DownloadTaskManager/check(_:)`` and events give it: values,
+/// never live objects.
+public struct DownloadTaskInfo: Sendable, Equatable {
+    /// The task's identity.
+    public var id: DownloadTaskID
+    /// The entity's title (or the manifest's, once resolved).
+    public var title: String
+    /// The group the task belongs to, if any.
+    public var groupKey: String?
+    /// The state.
+    public var state: DownloadTaskState
+    /// What the task does: produce outputs, or only fill the cache.
+    public var mode: DownloadTaskMode
+    /// Bytes of the selected outputs that are done.
+    public var bytesDone: Int64
+    /// Bytes of the selected outputs in all, once known.
+    public var bytesTotal: Int64?
+    /// Segments done and in all.
+    public var segmentsDone: Int
+    /// See ``segmentsDone``.
+    public var segmentsTotal: Int
+    /// Download speed, a moving average in bytes per second.
+    public var bytesPerSecond: Double
+    /// Time left at the current speed, when it can be told.
+    public var eta: Duration?
+    /// The outputs, once the manifest is known.
+    public var outputs: [OutputInfo]
+    /// The last error: the cause of `failed` or `invalid`, or the latest retried one.
+    public var error: DownloadError?
+    /// How often the parser was asked for a manifest.
+    public var resolveCount: Int
+    /// Scheduling weight: higher runs first.
+    public var weight: Int
+
+    /// Done over total, when the total is known.
+    public var fractionDone: Double? {
+        guard let bytesTotal, bytesTotal > 0 else { return bytesTotal == 0 ? 1 : nil }
+        return min(1, Double(bytesDone) / Double(bytesTotal))
+    }
+
+    /// One output of a task.
+    public struct OutputInfo: Sendable, Hashable {
+        /// The output's name in the manifest (relative to the entity's directory).
+        public var name: String
+        /// The absolute path of the finished file (or directory, for separate files).
+        public var path: String
+        /// The expected size, when known.
+        public var expectedSize: Int64?
+        /// Whether the file is complete and verified.
+        public var isComplete: Bool
+    }
+}
+
+/// What a task is for.
+public enum DownloadTaskMode: String, Sendable, Hashable, Codable {
+    /// Produce the outputs (`start`).
+    case download
+    /// Only fetch segments into the cache (`startCache`); no output is written.
+    case cacheOnly
+}

@@ -1,0 +1,41 @@
+import Logging
+
+extension DownloadTaskManager {
+    /// How a manager schedules, retries and reports.
+    public struct Configuration: Sendable {
+        /// Where outputs go; entities' destination directories are relative to it.
+        public var downloadRoot: String = "downloads"
+        /// At most this many tasks resolve or download at once.
+        public var maxConcurrentTasks: Int = 3
+        /// At most this many segment transfers at once, over all tasks.
+        public var maxConcurrentSegments: Int = 16
+        /// Retries, backoff and re-resolves.
+        public var retry = RetryPolicy()
+        /// At most one progress event per task per this interval.
+        public var progressInterval: Duration = .milliseconds(500)
+        /// Header fields sent with every request (manifests and segments).
+        public var headers = HTTPHeaders()
+        /// At most this many segments in a manifest.
+        public var maxSegments: Int = 1_000_000
+        /// At most this many bytes in a manifest document.
+        public var maxManifestSize: Int = 32 << 20
+        /// How plain downloads are split.
+        public var splitting = SplitPolicy()
+        /// How retry delays are waited out (tests inject a recording sleeper).
+        public var sleeper: any DownloadSleeper = ContinuousSleeper()
+        /// Seeds the jitter of retry delays, for reproducible tests; `nil` seeds from the system.
+        public var randomSeed: UInt64?
+        /// How often segment progress is written to the store.
+        public var storeInterval: Duration = .milliseconds(200)
+        /// Where to log.
+        public var logger = Logger(label: "tessera.manager")
+
+        /// The defaults.
+        public init() {}
+
+        /// The defaults with another download root.
+        public init(downloadRoot: String) {
+            self.downloadRoot = downloadRoot
+        }
+    }
+}

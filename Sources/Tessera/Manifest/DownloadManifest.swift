@@ -1,0 +1,283 @@
+import Foundation
+
+/// What an entity resolves to: the files to produce, each made of ordered segments with their
+/// URLs, ranges, sizes and checksums.
+///
+/// A parser builds one from a JSON or XML document; the task manager downloads every segment
+/// of the selected outputs (cache first), assembles each output and verifies it.
+public struct DownloadManifest: Sendable, Codable, Hashable {
+    /// A human-readable title (a video's name, a Metalink's description), if the document has one.
+    public var title: String?
+    /// The files this manifest describes. Only the ``DownloadOutput/isSelected`` ones are
+    /// downloaded; the others are listed by `tessera resolve` as alternatives.
+    public var outputs: [DownloadOutput]
+    /// When the URLs stop working (signed URLs); the manager resolves the entity again after it.
+    public var expiresAt: Date?
+    /// The URL the manifest was read from, after redirects; relative URLs were resolved against it.
+    public var sourceURL: URL?
+    /// Free-form facts for display (duration, format, server's quality code …).
+    public var metadata: [String: String]
+
+    /// Creates a manifest.
+    public init(
+        title: String? = nil, outputs: [DownloadOutput], expiresAt: Date? = nil, sourceURL: URL? = nil,
+        metadata: [String: String] = [:]
+    ) {
+        self.title = title
+        self.outputs = outputs
+        self.expiresAt = expiresAt
+        self.sourceURL = sourceURL
+        self.metadata = metadata
+    }
+
+    /// The outputs that will be downloaded.
+    public var selectedOutputs: [DownloadOutput] { outputs.filter(\.isSelected) }
+
+    /// Whether the URLs have expired at `date`.
+    public func isExpired(at date: Date = Date()) -> Bool {
+        expiresAt.map { $0 <= date } ?? false
+    }
+
+    /// Checks what the network handed over before anything is downloaded: at least one
+    /// selected output, safe relative names (unique), `http`/`https` URLs without control
+    /// characters, ranges and sizes that make sense, pieces that fit their output, and no more
+    /// segments than `maxSegments`.
+    public func validate(maxSegments: Int = 1_000_000) throws(DownloadError) {
+        guard !selectedOutputs.isEmpty else {
+            throw DownloadError(.manifestInvalid, "the manifest selects no output to download")
+        }
+        let total = outputs.reduce(0) { $0 + $1.segments.count }
+        guard total <= maxSegments else {
+            throw DownloadError(.manifestTooLarge, "the manifest has \(total) segments, more than the limit of \(maxSegments)")
+        }
+        var names = Set<String>()
+        for output in selectedOutputs {
+            let name = try SafePath.relative(output.name)
+            guard names.insert(name).inserted else {
+                throw DownloadError(.manifestInvalid, "two outputs are named \"\(name)\"")
+            }
+            try output.validate()
+        }
+    }
+}
+
+/// One file a manifest produces.
+public struct DownloadOutput: Sendable, Codable, Hashable {
+    /// How the segments become the file.
+    public enum Assembly: String, Sendable, Codable, Hashable {
+        /// One after the other, in order (DASH and HLS tracks, a plain download).
+        case concatenated
+        /// Each segment is a file of its own, named by ``DownloadSegment/name`` inside a
+        /// directory named after the output.
+        case separateFiles
+        /// Each segment is written at its ``DownloadSegment/offset`` in the output (Metalink
+        /// pieces, a large file split over several connections).
+        case pieces
+    }
+
+    /// The file's path relative to the entity's destination directory; sub-directories are
+    /// allowed, anything that would leave the directory is refused.
+    public var name: String
+    /// How segments become the file.
+    public var assembly: Assembly
+    /// The segments, in order.
+    public var segments: [DownloadSegment]
+    /// The size of the finished file, when known.
+    public var expectedSize: Int64?
+    /// A checksum of the finished file, verified after assembly.
+    public var checksum: Checksum?
+    /// Whether the default (or requested) selection takes this output.
+    public var isSelected: Bool
+    /// What the output is, for display and selection.
+    public var media: MediaInfo?
+
+    /// Creates an output.
+    public init(
+        name: String, assembly: Assembly = .concatenated, segments: [DownloadSegment], expectedSize: Int64? = nil,
+        checksum: Checksum? = nil, isSelected: Bool = true, media: MediaInfo? = nil
+    ) {
+        self.name = name
+        self.assembly = assembly
+        self.segments = segments
+        self.expectedSize = expectedSize
+        self.checksum = checksum
+        self.isSelected = isSelected
+        self.media = media
+    }
+
+    /// The known size of the finished file: ``expectedSize``, or the sum of the segments' when
+    /// every one is known.
+    public var knownSize: Int64? {
+        if let expectedSize { return expectedSize }
+        var total: Int64 = 0
+        for segment in segments {
+            guard let size = segment.knownSize else { return nil }
+            total += size
+        }
+        return total
+    }
+
+    func validate() throws(DownloadError) {
+        guard !segments.isEmpty else {
+            throw DownloadError(.manifestInvalid, "the output \"\(name)\" has no segments")
+        }
+        if let expectedSize, expectedSize < 0 {
+            throw DownloadError(.manifestInvalid, "the output \"\(name)\" has a negative size")
+        }
+        var names = Set<String>()
+        for (index, segment) in segments.enumerated() {
+            try segment.validate(in: self, index: index)
+            if assembly == .separateFiles {
+                let name = try SafePath.relative(segment.name ?? "")
+                guard names.insert(name).inserted else {
+                    throw DownloadError(.manifestInvalid, "two segments of \"\(self.name)\" are named \"\(name)\"")
+                }
+            }
+        }
+        if assembly == .pieces {
+            // Pieces must not overlap and must fit the declared size.
+            let spans = segments.compactMap { segment -> (Int64, Int64)? in
+                guard let offset = segment.pieceOffset, let size = segment.knownSize else { return nil }
+                return (offset, offset + size)
+            }.sorted { $0.0 < $1.0 }
+            for (previous, next) in zip(spans, spans.dropFirst()) where previous.1 > next.0 {
+                throw DownloadError(.manifestInvalid, "pieces of \"\(name)\" overlap at byte \(next.0)")
+            }
+            if let expectedSize, let last = spans.last, last.1 > expectedSize {
+                throw DownloadError(.manifestInvalid, "a piece of \"\(name)\" ends after the file's size \(expectedSize)")
+            }
+        }
+    }
+}
+
+/// One transfer's worth of an output.
+public struct DownloadSegment: Sendable, Codable, Hashable {
+    /// Where the bytes are: the primary URL first, then mirrors and backups in the order to try them.
+    public var urls: [URL]
+    /// The bytes of the resource that make this segment, or `nil` for the whole resource.
+    public var range: ByteRange?
+    /// The segment's size, when known (a range's length, a `size` in the manifest).
+    public var expectedSize: Int64?
+    /// A checksum of the segment's bytes.
+    public var checksum: Checksum?
+    /// Extra header fields for this segment's requests.
+    public var headers: HTTPHeaders
+    /// For ``DownloadOutput/Assembly/pieces``: where the segment goes in the output
+    /// (defaults to the range's offset).
+    public var offset: Int64?
+    /// For ``DownloadOutput/Assembly/separateFiles``: the segment's file name.
+    public var name: String?
+    /// How the bytes are encrypted, if they are (HLS AES-128).
+    public var encryption: SegmentEncryption?
+
+    /// Creates a segment.
+    public init(
+        urls: [URL], range: ByteRange? = nil, expectedSize: Int64? = nil, checksum: Checksum? = nil,
+        headers: HTTPHeaders = HTTPHeaders(), offset: Int64? = nil, name: String? = nil,
+        encryption: SegmentEncryption? = nil
+    ) {
+        self.urls = urls
+        self.range = range
+        self.expectedSize = expectedSize
+        self.checksum = checksum
+        self.headers = headers
+        self.offset = offset
+        self.name = name
+        self.encryption = encryption
+    }
+
+    /// A segment with one URL.
+    public init(url: URL, range: ByteRange? = nil, expectedSize: Int64? = nil, checksum: Checksum? = nil) {
+        self.init(urls: [url], range: range, expectedSize: expectedSize, checksum: checksum)
+    }
+
+    /// The segment's size when known: ``expectedSize`` or the range's length.
+    public var knownSize: Int64? { expectedSize ?? range?.length }
+
+    /// Where a piece goes in its output.
+    public var pieceOffset: Int64? { offset ?? range?.offset }
+
+    func validate(in output: DownloadOutput, index: Int) throws(DownloadError) {
+        let label = "segment \(index + 1) of \"\(output.name)\""
+        guard !urls.isEmpty else { throw DownloadError(.manifestInvalid, "\(label) has no URL") }
+        for url in urls { try URLSafety.check(url, context: label) }
+        if let expectedSize, expectedSize < 0 {
+            throw DownloadError(.manifestInvalid, "\(label) has a negative size")
+        }
+        if let length = range?.length, let expectedSize, length != expectedSize, encryption == nil {
+            throw DownloadError(.manifestInvalid, "\(label) has a range of \(length) bytes but a size of \(expectedSize)")
+        }
+        if headers.firstInvalidField != nil {
+            throw DownloadError(.unsafeInput, "\(label) has a header field that cannot be sent")
+        }
+        if output.assembly == .pieces, pieceOffset == nil {
+            throw DownloadError(.manifestInvalid, "\(label) is a piece without an offset")
+        }
+        if output.assembly == .pieces, knownSize == nil {
+            throw DownloadError(.manifestInvalid, "\(label) is a piece without a size")
+        }
+    }
+}
+
+/// How a segment is encrypted.
+public struct SegmentEncryption: Sendable, Codable, Hashable {
+    /// The cipher.
+    public enum Method: String, Sendable, Codable, Hashable {
+        /// AES-128 in CBC mode with PKCS#7 padding (HLS `METHOD=AES-128`).
+        case aes128
+    }
+
+    /// The cipher.
+    public var method: Method
+    /// Where the 16-byte key is.
+    public var keyURL: URL
+    /// The initialisation vector (16 bytes).
+    public var iv: [UInt8]
+
+    /// Creates an encryption description.
+    public init(method: Method, keyURL: URL, iv: [UInt8]) {
+        self.method = method
+        self.keyURL = keyURL
+        self.iv = iv
+    }
+}
+
+/// What an output holds, for display and for choosing between variants.
+public struct MediaInfo: Sendable, Codable, Hashable {
+    /// The kind of track.
+    public enum Kind: String, Sendable, Codable, Hashable {
+        case video, audio, subtitles, muxed, other
+    }
+
+    /// The kind of track.
+    public var kind: Kind
+    /// The manifest's own name for it (a representation id, a rendition name).
+    public var identifier: String?
+    /// Bits per second.
+    public var bandwidth: Int?
+    /// Pixels, for video.
+    public var width: Int?
+    /// Pixels, for video.
+    public var height: Int?
+    /// RFC 6381 codecs string.
+    public var codecs: String?
+    /// A language tag.
+    public var language: String?
+    /// A quality code or label from the source.
+    public var quality: String?
+
+    /// Creates a description.
+    public init(
+        kind: Kind, identifier: String? = nil, bandwidth: Int? = nil, width: Int? = nil, height: Int? = nil,
+        codecs: String? = nil, language: String? = nil, quality: String? = nil
+    ) {
+        self.kind = kind
+        self.identifier = identifier
+        self.bandwidth = bandwidth
+        self.width = width
+        self.height = height
+        self.codecs = codecs
+        self.language = language
+        self.quality = quality
+    }
+}

@@ -1,0 +1,180 @@
+import Foundation
+import Synchronization
+import Testing
+@testable import Tessera
+import TesseraTesting
+
+/// Records every retry delay instead of sleeping it (sleeps 1 ms so tasks still interleave).
+final class RecordingSleeper: DownloadSleeper {
+    private let recorded = Mutex<[Duration]>([])
+
+    var delays: [Duration] { recorded.withLock { $0 } }
+
+    func sleep(for duration: Duration) async throws {
+        recorded.withLock { $0.append(duration) }
+        try await Task.sleep(for: .milliseconds(1))
+    }
+}
+
+/// Collects a manager's events.
+final class EventLog: Sendable {
+    private final class Storage: Sendable {
+        let events = Mutex<[DownloadEvent]>([])
+    }
+
+    private let storage = Storage()
+    private let task: Task<Void, Never>
+
+    init(_ stream: AsyncStream<DownloadEvent>) {
+        let storage = self.storage
+        task = Task {
+            for await event in stream { storage.events.withLock { $0.append(event) } }
+        }
+    }
+
+    var all: [DownloadEvent] { storage.events.withLock { $0 } }
+
+    func stop() { task.cancel() }
+}
+
+/// An origin, an engine and a manager over a temporary download root.
+struct ManagerHarness {
+    let origin: LoopbackOrigin
+    let engine: CurlEngine
+    let manager: DownloadTaskManager
+    let root: TemporaryDirectory
+    let sleeper: RecordingSleeper
+    let log: EventLog
+
+    init(
+        origin: LoopbackOrigin, engine engineConfiguration: CurlEngine.Configuration = .forTests(),
+        registry: EntityRegistry = EntityRegistry(), configure: (inout DownloadTaskManager.Configuration) -> Void = { _ in }
+    ) throws {
+        self.origin = origin
+        root = TemporaryDirectory("manager")
+        engine = try CurlEngine(configuration: engineConfiguration)
+        sleeper = RecordingSleeper()
+        var configuration = DownloadTaskManager.Configuration(downloadRoot: root.path)
+        configuration.sleeper = sleeper
+        configuration.randomSeed = 42
+        configuration.progressInterval = .milliseconds(100)
+        configure(&configuration)
+        registry.register(FixtureEntity.self)
+        manager = DownloadTaskManager(configuration: configuration, engine: engine, registry: registry)
+        log = EventLog(manager.events())
+    }
+
+    func tearDown() async {
+        log.stop()
+        await manager.stopAll()
+        await engine.shutdown()
+        root.cleanUp()
+    }
+
+    /// Serves a fixture manifest with `outputs` × `segments` generated segments of `size` bytes
+    /// and returns the entity for it.
+    func fixture(
+        _ key: String, outputs: Int = 1, segments: Int = 1, size: Int64 = 10_000, group: String? = nil,
+        edit: (inout FixtureDocument) -> Void = { _ in }
+    ) -> Fixture {
+        var document = FixtureDocument(title: "Fixture \(key)", outputs: (0..<outputs).map { output in
+            FixtureDocument.Output(name: "out-\(output).bin", segments: (0..<segments).map { segment in
+                FixtureDocument.Segment(urls: [origin.url(segmentPath(key, output, segment, size: size)).absoluteString], size: size)
+            })
+        })
+        edit(&document)
+        let data = try! JSONEncoder().encode(document)
+        origin.serve("/manifests/\(key).json", .bytes(Array(data), contentType: "application/json"))
+        let entity = FixtureEntity(key: key, manifestURL: origin.url("/manifests/\(key).json").absoluteString, group: group)
+        return Fixture(entity: entity, document: document)
+    }
+
+    /// Serves `document` at `/manifests/<name>.json`.
+    func serve(_ document: FixtureDocument, as name: String) {
+        origin.serve("/manifests/\(name).json", .bytes(Array(try! JSONEncoder().encode(document)), contentType: "application/json"))
+    }
+
+    func segmentPath(_ key: String, _ output: Int, _ segment: Int, size: Int64) -> String {
+        "/bytes/\(size)/\(key)/o\(output)/s\(segment).bin"
+    }
+
+    /// The bytes an output must have: its segments' contents, concatenated.
+    func expectedBytes(of document: FixtureDocument, output: Int) -> [UInt8] {
+        document.outputs[output].segments.flatMap { segment -> [UInt8] in
+            let path = URL(string: segment.urls[0])!.path
+            let size = segment.size ?? origin.size(of: path)!
+            return origin.content(at: path).bytes(0..<size)
+        }
+    }
+
+    func outputPath(_ entity: FixtureEntity, _ output: Int) -> String {
+        root.file("fixtures/\(entity.entityKey)/out-\(output).bin")
+    }
+
+    /// Whether every output of the fixture is on disk with the right bytes.
+    func outputsMatch(_ fixture: Fixture) -> Bool {
+        fixture.document.outputs.indices.allSatisfy { index in
+            fileBytes(outputPath(fixture.entity, index)) == expectedBytes(of: fixture.document, output: index)
+        }
+    }
+
+    /// Polls the task until `condition` holds (or fails the test after `timeout`).
+    @discardableResult
+    func waitFor(
+        _ id: DownloadTaskID, timeout: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation,
+        _ condition: (DownloadTaskInfo) -> Bool
+    ) async -> DownloadTaskInfo? {
+        let deadline = ContinuousClock.now + timeout
+        var last: DownloadTaskInfo?
+        while ContinuousClock.now < deadline {
+            last = await manager.check(id)
+            if let last, condition(last) { return last }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        Issue.record("timed out waiting for \(id); last state \(last.map { "\($0.state)" } ?? "none"), error \(String(describing: last?.error))", sourceLocation: sourceLocation)
+        return last
+    }
+
+    /// Polls `condition` (events arrive asynchronously) for up to five seconds.
+    func eventually(_ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(5)
+        while ContinuousClock.now < deadline {
+            if condition() { return true }
+            try? await Task.sleep(for: .milliseconds(10))
+        }
+        return condition()
+    }
+
+    /// Whether an event satisfying `matches` has arrived (waiting up to five seconds for it).
+    func sawEvent(_ matches: (DownloadEvent) -> Bool) async -> Bool {
+        await eventually { log.all.contains(where: matches) }
+    }
+
+    @discardableResult
+    func waitForState(_ id: DownloadTaskID, _ state: DownloadTaskState, timeout: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation) async -> DownloadTaskInfo? {
+        await waitFor(id, timeout: timeout, sourceLocation: sourceLocation) { $0.state == state }
+    }
+}
+
+struct Fixture {
+    var entity: FixtureEntity
+    var document: FixtureDocument
+    var id: DownloadTaskID { entity.taskID }
+}
+
+/// Starts an origin, runs `body` with a harness, and tears everything down.
+func withManager(
+    engine: CurlEngine.Configuration = .forTests(), configure: (inout DownloadTaskManager.Configuration) -> Void = { _ in },
+    _ body: (ManagerHarness) async throws -> Void
+) async throws {
+    try await withLoopbackOrigin { origin in
+        let harness = try ManagerHarness(origin: origin, engine: engine, configure: configure)
+        do {
+            try await body(harness)
+        } catch {
+            await harness.tearDown()
+            throw error
+        }
+        await harness.tearDown()
+    }
+}

@@ -1,0 +1,35 @@
+import Foundation
+import Testing
+@testable import Tessera
+import TesseraTesting
+
+/// An entity that needs no manifest request: its one segment is its key's URL.
+final class SingleSegmentEntity: PayloadEntity<String>, DownloadParserProtocol, @unchecked Sendable {
+    override class var entityType: String { "single" }
+
+    func resolve(in context: ResolveContext) async throws -> DownloadManifest {
+        let url = URL(string: payload)!
+        return DownloadManifest(outputs: [DownloadOutput(name: url.lastPathComponent, segments: [DownloadSegment(url: url, expectedSize: 1000)])])
+    }
+}
+
+@Suite struct ManagerScaleTests {
+    /// Measured in a process of its own (see `tessera-test-helper scale`), away from the
+    /// parallel tests of this one.
+    @Test func aManagerWithTenThousandQueuedTasksStartsFastAndStaysSmall() async throws {
+        let figures = try await runTestHelper(["scale", "10000"])
+        print("SCALE \(figures)")
+        let first = try #require(figures["firstTransferSeconds"] as? Double)
+        let queuedRSS = try #require(figures["queuedRSS"] as? Int64)
+        let runningRSS = try #require(figures["runningRSS"] as? Int64)
+        let streamedFirst = try #require(figures["streamedFirstTransferSeconds"] as? Double)
+        let streamedRSS = try #require(figures["streamedRSS"] as? Int64)
+        #expect(first >= 0 && first < 0.1, "the first transfer started \(first) s after startAll")
+        #expect(queuedRSS < 150 << 20, "\(queuedRSS >> 20) MiB with 10,000 queued tasks")
+        #expect(runningRSS < 150 << 20, "\(runningRSS >> 20) MiB while running")
+        #expect(streamedFirst >= 0 && streamedFirst < 0.1, "adding one by one, the first transfer started after \(streamedFirst) s")
+        #expect(streamedRSS < 150 << 20)
+        #expect(figures["tasks"] as? Int == 10_000)
+        #expect((figures["runningTasks"] as? Int ?? 99) <= 3)
+    }
+}

@@ -1,0 +1,38 @@
+import Foundation
+import Testing
+
+/// Runs `tessera-test-helper` (built next to the test bundle) and decodes its JSON line.
+func runTestHelper(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> [String: Any] {
+    let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
+        .deletingLastPathComponent().appendingPathComponent("tessera-test-helper")
+    guard FileManager.default.isExecutableFile(atPath: executable.path) else {
+        throw HelperFailure("tessera-test-helper is not built at \(executable.path); run `swift build --build-tests`")
+    }
+    let process = Process()
+    process.executableURL = executable
+    process.arguments = arguments
+    let output = Pipe(), errors = Pipe()
+    process.standardOutput = output
+    process.standardError = errors
+    try process.run()
+    let data = await withCheckedContinuation { continuation in
+        Thread {
+            let data = output.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            continuation.resume(returning: data)
+        }.start()
+    }
+    guard process.terminationStatus == 0 else {
+        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        throw HelperFailure("tessera-test-helper \(arguments.joined(separator: " ")) failed: \(message)")
+    }
+    guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
+        throw HelperFailure("tessera-test-helper printed no JSON object: \(String(decoding: data, as: UTF8.self))")
+    }
+    return object
+}
+
+struct HelperFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
+}
