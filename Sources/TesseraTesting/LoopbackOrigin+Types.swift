@@ -75,6 +75,8 @@ extension LoopbackOrigin {
         case redirect(to: String, status: Int = 302)
         /// Ignore `Range` and always send the whole body with `200`.
         case ignoreRange
+        /// Ignore `If-Match` and `If-Unmodified-Since`, as a careless server does.
+        case ignoreConditions
         /// Send a `Content-Range` starting `by` bytes after the asked-for first byte.
         case shiftContentRange(by: Int64)
     }

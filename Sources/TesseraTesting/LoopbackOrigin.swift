@@ -25,6 +25,7 @@ public final class LoopbackOrigin: Sendable {
     let core: OriginCore
     private let group: MultiThreadedEventLoopGroup
     private let serverChannel: any Channel
+    private let isShutDown = Atomic(false)
 
     private init(port: Int, core: OriginCore, group: MultiThreadedEventLoopGroup, serverChannel: any Channel) {
         self.port = port
@@ -61,8 +62,10 @@ public final class LoopbackOrigin: Sendable {
         }
     }
 
-    /// Stops listening, closes every connection and stops the event loops.
+    /// Stops listening, closes every connection and stops the event loops. Calling it again
+    /// does nothing.
     public func shutdown() async throws {
+        guard !isShutDown.exchange(true, ordering: .relaxed) else { return }
         try? await serverChannel.close()
         for channel in core.openChannels() { try? await channel.close() }
         try await group.shutdownGracefully()

@@ -52,6 +52,7 @@ extension OriginCore {
         plan.headers.add(name: "Server", value: "TesseraLoopbackOrigin")
         plan.headers.add(name: "Date", value: httpDate(Date()))
         var ignoreRange = false
+        var ignoreConditions = false
         var lengthDelta: Int64 = 0
         var rangeShift: Int64 = 0
         for fault in faults {
@@ -61,6 +62,7 @@ extension OriginCore {
             case .throttle(let rate): plan.bytesPerSecond = max(1, rate)
             case .wrongContentLength(let delta): lengthDelta = delta
             case .ignoreRange: ignoreRange = true
+            case .ignoreConditions: ignoreConditions = true
             case .shiftContentRange(let shift): rangeShift = shift
             case .redirect(let location, let status):
                 return textPlan(plan, status: HTTPResponseStatus(statusCode: status), text: "", extra: [("Location", location)])
@@ -91,6 +93,19 @@ extension OriginCore {
         if resource.sendsLastModified { plan.headers.add(name: "Last-Modified", value: lastModified) }
         plan.headers.add(name: "Accept-Ranges", value: resource.acceptsRanges && !ignoreRange ? "bytes" : "none")
         for (name, value) in resource.extraHeaders { plan.headers.add(name: name, value: value) }
+
+        // Preconditions (RFC 9110 §13.1.1, §13.1.4), evaluated before ranges.
+        if ignoreConditions {
+            // Careless server: no precondition is evaluated.
+        } else if let ifMatch = head.headers.first(name: "If-Match") {
+            let tags = ifMatch.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            let matches = tags.contains("*") || (resource.sendsETag && tags.contains(etag))
+            if !matches { return textPlan(plan, status: .preconditionFailed, text: "the resource changed\n", extra: []) }
+        } else if let date = head.headers.first(name: "If-Unmodified-Since"), resource.sendsLastModified,
+            let since = parseHTTPDate(date), let modified = parseHTTPDate(lastModified), modified > since
+        {
+            return textPlan(plan, status: .preconditionFailed, text: "the resource changed\n", extra: [])
+        }
 
         plan.body = 0..<size
         if resource.acceptsRanges, !ignoreRange, let rangeHeader = head.headers.first(name: "Range") {
@@ -162,6 +177,15 @@ extension OriginCore {
         default: return nil
         }
     }
+}
+
+/// The date of an IMF-fixdate, the only form this origin sends.
+func parseHTTPDate(_ text: String) -> Date? {
+    let formatter = DateFormatter()
+    formatter.locale = Locale(identifier: "en_US_POSIX")
+    formatter.timeZone = TimeZone(identifier: "GMT")
+    formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+    return formatter.date(from: text)
 }
 
 /// An IMF-fixdate (RFC 9110 §5.6.7).

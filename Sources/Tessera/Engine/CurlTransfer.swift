@@ -373,6 +373,9 @@ final class CurlTransfer {
         }
 
         switch code {
+        case 206 where !matchesPrecondition(theirs):
+            return DownloadError(.contentChanged, "the server sent a range of another version than the one asked for (If-Match)", url: url, httpStatus: code)
+
         case 206:
             guard let asked = sentRange else {
                 return DownloadError(.rangeMismatch, "the server sent a partial response (206) to a request for the whole resource", url: url, httpStatus: code, checkpoint: keep)
@@ -400,6 +403,11 @@ final class CurlTransfer {
             validator = theirs ?? checkpointValidator
             written = keptBytes
             return openSink()
+
+        case 200..<300 where !matchesPrecondition(theirs):
+            // The request named a version (If-Match, If-Unmodified-Since) and a server that
+            // ignores preconditions sent another: never write it into a file of pieces.
+            return DownloadError(.contentChanged, "the server sent another version than the one asked for (If-Match)", url: url, httpStatus: code)
 
         case 200..<300:
             validator = theirs
@@ -443,6 +451,23 @@ final class CurlTransfer {
             sink = .errorBody
             return nil
         }
+    }
+
+    /// Whether a response honours the request's `If-Match` (a strong entity tag in the list)
+    /// or `If-Unmodified-Since` (not modified after the date); true when the request had none.
+    private func matchesPrecondition(_ response: ResourceValidator?) -> Bool {
+        let request = pending.request
+        if let ifMatch = request.headers["If-Match"] {
+            let tags = ifMatch.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+            guard !tags.contains("*"), let etag = response?.etag else { return true }
+            return !response!.hasStrongETag || tags.contains(etag)
+        }
+        if let since = request.headers["If-Unmodified-Since"].flatMap(HTTPDate.parse),
+            let modified = response?.lastModified.flatMap(HTTPDate.parse)
+        {
+            return modified <= since
+        }
+        return true
     }
 
     private func openSink() -> DownloadError? {

@@ -35,8 +35,11 @@ public final class DirectEntity: PayloadEntity<DirectEntityPayload>, DownloadPar
         return DirectEntity(url: url, destinationDirectory: input.destinationDirectory)
     }
 
-    /// Creates an entity for `url`.
+    /// Creates an entity for `url` (its fragment, which no server sees, is dropped).
     public convenience init(url: URL, fileName: String? = nil, destinationDirectory: String = "") {
+        var components = URLComponents(url: url, resolvingAgainstBaseURL: true)
+        components?.fragment = nil
+        let url = components?.url ?? url
         self.init(
             payload: DirectEntityPayload(url: url, fileName: fileName), entityKey: url.absoluteString,
             title: fileName ?? (url.lastPathComponent.isEmpty ? url.absoluteString : url.lastPathComponent),
@@ -58,7 +61,7 @@ public final class DirectEntity: PayloadEntity<DirectEntityPayload>, DownloadPar
         let name = payload.fileName.map { SafePath.sanitizedFileName($0) } ?? Self.fileName(for: url, probe: probe)
         let source = probe?.url ?? url
         let urls = source == url ? [url] : [source, url]
-        if let probe, let size = probe.size, probe.acceptsRanges, size >= context.splitting.minimumSize,
+        if let probe, let size = probe.size, size > 0, probe.acceptsRanges, size >= context.splitting.minimumSize,
             context.splitting.pieceSize > 0
         {
             var headers = HTTPHeaders()
@@ -92,9 +95,12 @@ public final class DirectEntity: PayloadEntity<DirectEntityPayload>, DownloadPar
         if let disposition = probe?.headers["Content-Disposition"], let name = ContentDisposition.fileName(disposition) {
             return SafePath.sanitizedFileName(name)
         }
-        let last = (probe?.url ?? url).lastPathComponent
-        if !last.isEmpty, last != "/" {
-            return SafePath.sanitizedFileName(last.removingPercentEncoding ?? last, fallback: "index.html")
+        let source = probe?.url ?? url
+        // A directory URL ("…/dir/") names no file, as wget and aria2c see it.
+        let path = URLComponents(url: source, resolvingAgainstBaseURL: true)?.percentEncodedPath ?? ""
+        let last = source.lastPathComponent  // already percent-decoded
+        if !path.hasSuffix("/"), !last.isEmpty, last != "/" {
+            return SafePath.sanitizedFileName(last, fallback: "index.html")
         }
         return "index.html"
     }

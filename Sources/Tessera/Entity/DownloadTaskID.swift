@@ -1,5 +1,8 @@
 /// The identity of a download task: its entity's type, key and variant. Adding an entity whose
 /// identity is already known returns the existing task.
+///
+/// Its text form is `type:key#variant`; a key should not contain `#` (``DirectEntity`` drops
+/// URL fragments for that reason), or the text form will not parse back.
 public struct DownloadTaskID: Hashable, Sendable, Codable, Comparable, CustomStringConvertible {
     /// The registry name of the entity type, e.g. `playurl`.
     public var entityType: String

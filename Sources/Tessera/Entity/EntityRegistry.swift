@@ -164,7 +164,9 @@ public struct PluginArguments: Sendable, Hashable, Codable {
             throw DownloadError(.invalidRequest, "a plugin argument looks like PLUGIN:KEY=VALUE, not \"\(text)\"")
         }
         let plugin = String(text[..<colon]), key = String(text[text.index(after: colon)..<equals])
-        guard !plugin.isEmpty, !key.isEmpty else {
+        guard !plugin.isEmpty, !key.isEmpty,
+            plugin.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-" || $0 == "_") })
+        else {
             throw DownloadError(.invalidRequest, "a plugin argument looks like PLUGIN:KEY=VALUE, not \"\(text)\"")
         }
         values[plugin, default: [:]][key] = String(text[text.index(after: equals)...])

@@ -97,6 +97,9 @@ public struct ResolveContext: Sendable {
                 return ProbeResult(
                     url: first.effectiveURL, size: size, acceptsRanges: first.status == 206,
                     validator: first.validator, headers: first.headers)
+            } catch let error as DownloadError where error.code == .rangeNotSupported {
+                // Neither HEAD nor ranges: the size is learnt when the body comes.
+                return ProbeResult(url: url, size: nil, acceptsRanges: false, validator: nil, headers: HTTPHeaders())
             } catch let error as DownloadError {
                 throw error
             } catch {

@@ -25,6 +25,8 @@ public actor DownloadTaskManager {
     /// The entity types known to this manager (used to rebuild stored entities).
     public nonisolated let registry: EntityRegistry
     nonisolated let store: any DownloadStore
+    /// The segment cache, if the manager has one.
+    public nonisolated let cache: SegmentCache?
     nonisolated let hub = EventHub()
     nonisolated let limiter: AsyncSemaphore
     nonisolated let broker = SegmentBroker()
@@ -48,11 +50,13 @@ public actor DownloadTaskManager {
     /// Creates a manager. Nothing runs until an operation starts a task.
     public init(
         configuration: Configuration = Configuration(), engine: CurlEngine,
-        store: any DownloadStore = InMemoryDownloadStore(), registry: EntityRegistry = EntityRegistry()
+        store: any DownloadStore = InMemoryDownloadStore(), cache: SegmentCache? = nil,
+        registry: EntityRegistry = EntityRegistry()
     ) {
         self.configuration = configuration
         self.engine = engine
         self.store = store
+        self.cache = cache
         self.registry = registry
         limiter = AsyncSemaphore(limit: configuration.maxConcurrentSegments)
         layout = FileLayout(root: configuration.downloadRoot)
@@ -241,10 +245,18 @@ public actor DownloadTaskManager {
             throw DownloadError(.invalidRequest, "\(type(of: entity).entityType) entities have no parser (conform to DownloadParserProtocol)")
         }
         if !entity.destinationDirectory.isEmpty { _ = try SafePath.relative(entity.destinationDirectory) }
+        if mode == .cacheOnly, cache == nil {
+            throw DownloadError(.invalidState, "startCache needs a segment cache, and this manager has none")
+        }
         let id = entity.taskID
         if let task = tasks[id] {
             if !start || task.state.isRunning || task.state == .waiting { return info(task) }
             if task.state == .completed, task.mode == mode { return info(task) }
+            if task.mode != mode {
+                // Cached segments are in the cache, not in place (and the other way round).
+                task.segments.removeAll()
+                writer.enqueue(.resetSegments(id))
+            }
             task.mode = mode
             enqueue(task, jumpAhead: true)
             schedule()
@@ -297,7 +309,7 @@ public actor DownloadTaskManager {
         task.generation += 1
         let run = TaskRun(
             manager: self, id: task.id, generation: task.generation, entity: task.entity, mode: task.mode,
-            counter: task.counter, engine: engine, limiter: limiter, broker: broker, layout: layout,
+            counter: task.counter, engine: engine, limiter: limiter, broker: broker, cache: cache, layout: layout,
             configuration: configuration)
         let previous = task.runner
         task.runner = Task {
@@ -720,8 +732,9 @@ extension DownloadManifest {
             guard mine.name == theirs.name, mine.assembly == theirs.assembly, mine.segments.count == theirs.segments.count
             else { return false }
             for (a, b) in zip(mine.segments, theirs.segments) {
+                // Header fields count: an If-Match names the version the pieces belong to.
                 guard a.range == b.range, a.expectedSize == b.expectedSize, a.checksum == b.checksum, a.offset == b.offset,
-                    a.name == b.name
+                    a.name == b.name, a.headers == b.headers
                 else { return false }
             }
         }

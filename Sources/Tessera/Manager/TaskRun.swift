@@ -16,6 +16,7 @@ struct TaskRun: Sendable {
     let engine: CurlEngine
     let limiter: AsyncSemaphore
     let broker: SegmentBroker
+    let cache: SegmentCache?
     let layout: FileLayout
     let configuration: DownloadTaskManager.Configuration
     private let keys = KeyStore()
@@ -23,7 +24,7 @@ struct TaskRun: Sendable {
     init(
         manager: DownloadTaskManager, id: DownloadTaskID, generation: Int, entity: DownloadBaseEntity,
         mode: DownloadTaskMode, counter: ProgressCounter, engine: CurlEngine, limiter: AsyncSemaphore,
-        broker: SegmentBroker, layout: FileLayout, configuration: DownloadTaskManager.Configuration
+        broker: SegmentBroker, cache: SegmentCache?, layout: FileLayout, configuration: DownloadTaskManager.Configuration
     ) {
         self.manager = manager
         self.id = id
@@ -34,6 +35,7 @@ struct TaskRun: Sendable {
         self.engine = engine
         self.limiter = limiter
         self.broker = broker
+        self.cache = cache
         self.layout = layout
         self.configuration = configuration
     }
@@ -167,7 +169,7 @@ struct TaskRun: Sendable {
         } catch {
             throw DownloadError(.manifestInvalid, "the \(type(of: entity).entityType) parser failed: \(error)")
         }
-        try manifest.validate(maxSegments: configuration.maxSegments)
+        try manifest.validate(maxSegments: configuration.maxSegments, includingUnselected: mode == .cacheOnly)
         return manifest
     }
 
@@ -214,11 +216,12 @@ struct TaskRun: Sendable {
         }
     }
 
-    /// One segment: shared with another task fetching the same bytes when there is one,
-    /// otherwise downloaded.
+    /// One segment: from the cache when it is there, shared with another task fetching the
+    /// same bytes when there is one, otherwise downloaded.
     private func fetch(_ planned: PlannedSegment, expiresAt: Date?) async throws -> SegmentOutcome {
         let destination = layout.destination(of: planned, task: id, entity: entity, mode: mode)
         let cacheKey = entity.cacheKey(for: planned.location)
+        if let outcome = try await fromCache(planned, destination: destination, cacheKey: cacheKey) { return outcome }
         guard destination.isWholeFile, planned.segment.encryption == nil else {
             return try await download(planned, to: destination, cacheKey: cacheKey, expiresAt: expiresAt)
         }
@@ -227,12 +230,17 @@ struct TaskRun: Sendable {
             if let source = await broker.wait(for: cacheKey) {
                 defer { broker.release(cacheKey) }
                 let target = destination.finalPath ?? destination.path
-                try FileOperations.linkOrCopy(source, to: target)
-                let size = FileOperations.size(target) ?? 0
+                if mode == .cacheOnly, cache?.contains(cacheKey) == true {
+                    // The producer filed it already.
+                } else {
+                    try FileOperations.linkOrCopy(source, to: target)
+                }
+                let size = FileOperations.size(source) ?? 0
                 await finish(planned, bytes: size, validator: nil, cacheKey: cacheKey)
                 return .done(path: target)
             }
             try Task.checkCancellation()
+            if let outcome = try await fromCache(planned, destination: destination, cacheKey: cacheKey) { return outcome }
             return try await download(planned, to: destination, cacheKey: cacheKey, expiresAt: expiresAt)
         case .produce:
             do {
@@ -317,8 +325,23 @@ struct TaskRun: Sendable {
                 if let finalPath = destination.finalPath {
                     try FileOperations.rename(destination.path, to: finalPath)
                 }
+                let placed = destination.finalPath ?? destination.path
+                if let cache, destination.isWholeFile {
+                    do {
+                        let entry = try cache.insert(cacheKey, from: placed, checksum: segment.checksum)
+                        if mode == .cacheOnly {
+                            FileOperations.remove(placed)
+                            await finish(planned, bytes: size, validator: result.validator, cacheKey: cacheKey)
+                            return .done(path: entry.path)
+                        }
+                    } catch {
+                        // A full or broken cache must not fail a good download.
+                        configuration.logger.warning("could not cache a segment: \(error)")
+                        if mode == .cacheOnly { throw error }
+                    }
+                }
                 await finish(planned, bytes: size, validator: result.validator, cacheKey: cacheKey)
-                return .done(path: destination.finalPath ?? destination.path)
+                return .done(path: placed)
             } catch let error as DownloadError {
                 if let saved = error.checkpoint, destination.ownsTail || saved.bytesWritten > 0 {
                     checkpoint = saved
@@ -337,6 +360,11 @@ struct TaskRun: Sendable {
                     continue
                 }
                 if error.isLocal { throw error }
+                if error.httpStatus == 412, !destination.isWholeFile {
+                    // The file changed under its pieces: the ones already done are of the old version.
+                    counter.abandon(planned.key)
+                    return .resetOutput(planned.key.output, error)
+                }
                 if error.suggestsReResolve {
                     dead.insert(mirror)
                     if let next = nextMirror(excluding: []) {
@@ -373,6 +401,24 @@ struct TaskRun: Sendable {
                 throw error
             }
         }
+    }
+
+    /// Places a verified cache entry and records the segment as done; `nil` on a miss.
+    private func fromCache(_ planned: PlannedSegment, destination: SegmentDestination, cacheKey: String) async throws
+        -> SegmentOutcome?
+    {
+        guard let cache else { return nil }
+        let segment = planned.segment
+        let expected = segment.encryption == nil ? segment.expectedSize : nil
+        guard let entry = cache.lookup(cacheKey, expectedSize: expected, checksum: segment.checksum) else { return nil }
+        if mode == .cacheOnly {
+            await finish(planned, bytes: entry.size, validator: nil, cacheKey: cacheKey)
+            return .done(path: entry.path)
+        }
+        let target = destination.finalPath ?? destination.path
+        try cache.place(entry, at: target, offset: destination.isWholeFile ? nil : destination.offset)
+        await finish(planned, bytes: entry.size, validator: nil, cacheKey: cacheKey)
+        return .done(path: target)
     }
 
     private func finish(_ planned: PlannedSegment, bytes: Int64, validator: ResourceValidator?, cacheKey: String) async {

@@ -41,8 +41,9 @@ public struct DownloadManifest: Sendable, Codable, Hashable {
     /// Checks what the network handed over before anything is downloaded: at least one
     /// selected output, safe relative names (unique), `http`/`https` URLs without control
     /// characters, ranges and sizes that make sense, pieces that fit their output, and no more
-    /// segments than `maxSegments`.
-    public func validate(maxSegments: Int = 1_000_000) throws(DownloadError) {
+    /// segments than `maxSegments`. With `includingUnselected`, every output is checked (a
+    /// cache-only task fetches them all).
+    public func validate(maxSegments: Int = 1_000_000, includingUnselected: Bool = false) throws(DownloadError) {
         guard !selectedOutputs.isEmpty else {
             throw DownloadError(.manifestInvalid, "the manifest selects no output to download")
         }
@@ -51,7 +52,7 @@ public struct DownloadManifest: Sendable, Codable, Hashable {
             throw DownloadError(.manifestTooLarge, "the manifest has \(total) segments, more than the limit of \(maxSegments)")
         }
         var names = Set<String>()
-        for output in selectedOutputs {
+        for output in includingUnselected ? outputs : selectedOutputs {
             let name = try SafePath.relative(output.name)
             guard names.insert(name).inserted else {
                 throw DownloadError(.manifestInvalid, "two outputs are named \"\(name)\"")

@@ -37,8 +37,12 @@ public enum SafePath {
             default: return Character(scalar)
             }
         })
-        while name.hasPrefix(".") { name.removeFirst() }
-        name = name.trimmingCharacters(in: .whitespaces)
+        // Trim and drop leading dots until neither changes anything (". .bashrc" included).
+        while true {
+            let trimmed = name.trimmingCharacters(in: .whitespaces).drop(while: { $0 == "." })
+            if trimmed.count == name.count { break }
+            name = String(trimmed)
+        }
         while name.utf8.count > 255 { name.removeLast() }
         return name.isEmpty ? fallback : name
     }

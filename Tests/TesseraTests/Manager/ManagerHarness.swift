@@ -46,12 +46,16 @@ struct ManagerHarness {
     let sleeper: RecordingSleeper
     let log: EventLog
 
+    let cache: SegmentCache?
+
     init(
         origin: LoopbackOrigin, engine engineConfiguration: CurlEngine.Configuration = .forTests(),
-        registry: EntityRegistry = EntityRegistry(), configure: (inout DownloadTaskManager.Configuration) -> Void = { _ in }
+        registry: EntityRegistry = EntityRegistry(), cache: Bool = false,
+        configure: (inout DownloadTaskManager.Configuration) -> Void = { _ in }
     ) throws {
         self.origin = origin
         root = TemporaryDirectory("manager")
+        self.cache = cache ? try SegmentCache(directory: root.file(".cache")) : nil
         engine = try CurlEngine(configuration: engineConfiguration)
         sleeper = RecordingSleeper()
         var configuration = DownloadTaskManager.Configuration(downloadRoot: root.path)
@@ -60,7 +64,7 @@ struct ManagerHarness {
         configuration.progressInterval = .milliseconds(100)
         configure(&configuration)
         registry.register(FixtureEntity.self)
-        manager = DownloadTaskManager(configuration: configuration, engine: engine, registry: registry)
+        manager = DownloadTaskManager(configuration: configuration, engine: engine, cache: self.cache, registry: registry)
         log = EventLog(manager.events())
     }
 
@@ -164,11 +168,12 @@ struct Fixture {
 
 /// Starts an origin, runs `body` with a harness, and tears everything down.
 func withManager(
-    engine: CurlEngine.Configuration = .forTests(), configure: (inout DownloadTaskManager.Configuration) -> Void = { _ in },
+    engine: CurlEngine.Configuration = .forTests(), cache: Bool = false,
+    configure: (inout DownloadTaskManager.Configuration) -> Void = { _ in },
     _ body: (ManagerHarness) async throws -> Void
 ) async throws {
     try await withLoopbackOrigin { origin in
-        let harness = try ManagerHarness(origin: origin, engine: engine, configure: configure)
+        let harness = try ManagerHarness(origin: origin, engine: engine, cache: cache, configure: configure)
         do {
             try await body(harness)
         } catch {
