@@ -1,0 +1,73 @@
+import Foundation
+import Testing
+@testable import Tessera
+import TesseraTesting
+
+@Suite struct ManagerEventTests {
+    @Test func progressComesAtMostOncePerIntervalAndEveryStateChangeIsDelivered() async throws {
+        try await withManager(configure: { $0.progressInterval = .milliseconds(300) }) { harness in
+            let fixture = harness.fixture("events", segments: 4, size: 400_000)
+            for segment in 0..<4 {
+                harness.origin.inject(.throttle(bytesPerSecond: 800_000), at: harness.segmentPath("events", 0, segment, size: 400_000))
+            }
+            try await harness.manager.start(fixture.entity)
+            await harness.waitForState(fixture.id, .completed)
+            #expect(await harness.sawEvent { if case .taskStateChanged(let info, _) = $0 { return info.state == .completed } else { return false } })
+            var progressCount = 0
+            var states: [DownloadTaskState] = []
+            var bytes: [Int64] = []
+            for event in harness.log.all {
+                switch event {
+                case .taskProgress(let info) where info.id == fixture.id:
+                    progressCount += 1
+                    bytes.append(info.bytesDone)
+                case .taskStateChanged(let info, let previous) where info.id == fixture.id:
+                    if let last = states.last { #expect(previous == last, "no state change is skipped") }
+                    states.append(info.state)
+                default:
+                    break
+                }
+            }
+            // 1.6 MB at 2 × 800 kB/s takes about a second: a few progress events, not dozens.
+            #expect(progressCount >= 2)
+            #expect(progressCount <= 8, "\(progressCount) progress events")
+            #expect(bytes == bytes.sorted(), "progress never goes backwards")
+            #expect(states == [.waiting, .resolving, .downloading, .completed])
+        }
+    }
+
+}
+
+/// Wall-clock spacing of events: run on its own in `make test`'s timing phase.
+@Suite struct ManagerProgressTimingTests {
+    @Test func progressEventsAreSpacedByTheInterval() async throws {
+        let recorder = TimedEvents()
+        try await withManager(configure: { $0.progressInterval = .milliseconds(250) }) { harness in
+            let stream = harness.manager.events()
+            let listener = Task { for await event in stream { recorder.note(event) } }
+            let fixture = harness.fixture("spacing", segments: 2, size: 600_000)
+            for segment in 0..<2 {
+                harness.origin.inject(.throttle(bytesPerSecond: 600_000), at: harness.segmentPath("spacing", 0, segment, size: 600_000))
+            }
+            try await harness.manager.start(fixture.entity)
+            await harness.waitForState(fixture.id, .completed)
+            listener.cancel()
+            let times = recorder.progressTimes
+            #expect(times.count >= 2)
+            for (earlier, later) in zip(times, times.dropFirst()) {
+                #expect(later - earlier >= .milliseconds(200), "progress events \(later - earlier) apart")
+            }
+        }
+    }
+}
+
+final class TimedEvents: @unchecked Sendable {
+    private let lock = NSLock()
+    private var times: [ContinuousClock.Instant] = []
+
+    func note(_ event: DownloadEvent) {
+        if case .taskProgress = event { lock.withLock { times.append(.now) } }
+    }
+
+    var progressTimes: [ContinuousClock.Instant] { lock.withLock { times } }
+}
