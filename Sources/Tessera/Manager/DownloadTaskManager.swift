@@ -545,7 +545,13 @@ final class ManagedTask {
     var generation = 0
     var resolveCount = 0
     var lastError: DownloadError?
-    var manifest: DownloadManifest? { didSet { summarize() } }
+    var manifest: DownloadManifest? {
+        didSet {
+            manifestRevision += 1
+            summarize()
+        }
+    }
+    private(set) var manifestRevision = 0
     var segments: [SegmentKey: SegmentProgress] = [:]
     var completedOutputs: Set<Int> = []
     let counter = ProgressCounter()
@@ -591,7 +597,8 @@ final class ManagedTask {
     var record: TaskRecord {
         TaskRecord(
             id: id, state: state, mode: mode, weight: weight, sequence: sequence, resolveCount: resolveCount,
-            lastError: lastError.map(StoredError.init), manifest: manifest, addedAt: addedAt)
+            lastError: lastError.map(StoredError.init), manifest: manifest, manifestRevision: manifestRevision,
+            addedAt: addedAt)
     }
 
     /// The total size of the working outputs; an estimate from the finished segments when

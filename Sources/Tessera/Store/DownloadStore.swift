@@ -16,7 +16,8 @@ public protocol DownloadStore: Sendable {
     func loadAll() async throws -> [StoredTask]
     /// Records a new task or replaces a known one (entity and task records).
     func insert(_ task: StoredTask) async throws
-    /// Replaces a task's record (state, weight, attempts, error, manifest).
+    /// Replaces a task's record (state, weight, attempts, error, and the manifest when its
+    /// revision changed).
     func update(_ task: TaskRecord) async throws
     /// Records segment progress.
     func saveSegments(_ progress: [SegmentProgress]) async throws
@@ -61,13 +62,17 @@ public struct TaskRecord: Sendable, Codable, Equatable {
     public var lastError: StoredError?
     /// The last manifest, so a restart does not need to resolve again (unless it expired).
     public var manifest: DownloadManifest?
+    /// Increases whenever ``manifest`` changes; a store may skip writing an unchanged manifest
+    /// (it can be large) when the revision is the one it has.
+    public var manifestRevision: Int
     /// When the task was added.
     public var addedAt: Date
 
     /// Creates a record.
     public init(
         id: DownloadTaskID, state: DownloadTaskState, mode: DownloadTaskMode, weight: Int, sequence: Int,
-        resolveCount: Int = 0, lastError: StoredError? = nil, manifest: DownloadManifest? = nil, addedAt: Date = Date()
+        resolveCount: Int = 0, lastError: StoredError? = nil, manifest: DownloadManifest? = nil, manifestRevision: Int = 0,
+        addedAt: Date = Date()
     ) {
         self.id = id
         self.state = state
@@ -77,6 +82,7 @@ public struct TaskRecord: Sendable, Codable, Equatable {
         self.resolveCount = resolveCount
         self.lastError = lastError
         self.manifest = manifest
+        self.manifestRevision = manifestRevision
         self.addedAt = addedAt
     }
 }
