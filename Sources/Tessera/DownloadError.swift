@@ -109,6 +109,11 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
         public static let cryptoFailure = Code(.cryptoFailure)
 
         public var description: String { base.rawValue }
+
+        /// The code whose ``description`` is `name`.
+        public static func named(_ name: String) -> Code? {
+            Base(rawValue: name).map(Code.init)
+        }
     }
 
     /// What went wrong.
@@ -163,6 +168,13 @@ extension DownloadError {
     /// retries on these.
     public var isNetworkUnavailable: Bool {
         code == .dnsFailure || code == .networkUnreachable
+    }
+
+    /// Whether the host could not be reached at all (name resolution, refused connection, no
+    /// route): the task waits for the network (``DownloadTaskState/InterruptionReason/network``)
+    /// rather than spending its retries.
+    public var isConnectivity: Bool {
+        code == .dnsFailure || code == .networkUnreachable || code == .connectionRefused
     }
 
     /// Whether trying the same request again later may succeed.

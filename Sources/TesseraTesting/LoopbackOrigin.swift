@@ -34,9 +34,10 @@ public final class LoopbackOrigin: Sendable {
         self.serverChannel = serverChannel
     }
 
-    /// Starts an origin on `127.0.0.1` and a port the system picks.
+    /// Starts an origin on `127.0.0.1` and a port the system picks, or `port` (to bring back an
+    /// origin that was shut down, as a server that comes back).
     /// - Parameter threads: event-loop threads serving connections.
-    public static func start(threads: Int = 1) async throws -> LoopbackOrigin {
+    public static func start(threads: Int = 1, port requestedPort: Int = 0) async throws -> LoopbackOrigin {
         let group = MultiThreadedEventLoopGroup(numberOfThreads: max(1, threads))
         let core = OriginCore()
         do {
@@ -50,7 +51,7 @@ public final class LoopbackOrigin: Sendable {
                     }
                 }
                 .childChannelOption(.socketOption(.so_reuseaddr), value: 1)
-                .bind(host: "127.0.0.1", port: 0)
+                .bind(host: "127.0.0.1", port: requestedPort)
                 .get()
             guard let port = channel.localAddress?.port else {
                 throw OriginError("the origin's socket has no port")

@@ -106,10 +106,13 @@ final class CurlTransfer {
         }
     }
 
-    /// Whether the span is already complete on disk, so no request is needed.
+    /// Whether the span is already complete on disk, so no request is needed: a bounded range
+    /// fully kept, or a whole resource whose expected length is exactly what is kept.
     var isCompleteWithoutRequest: Bool {
-        guard let length = pending.request.range?.length else { return false }
-        return keptBytes >= length
+        let request = pending.request
+        if let length = request.range?.length { return keptBytes >= length }
+        if request.range == nil, let expected = request.expectedLength, keptBytes > 0 { return keptBytes == expected }
+        return false
     }
 
     // MARK: - Setting up the handle
@@ -498,6 +501,9 @@ final class CurlTransfer {
             fileDescriptor = descriptor
             if ownsTail, !truncateOnOpen, ftruncate(fileDescriptor, off_t(fileBase + written)) != 0 {
                 return fileError(errno, doing: "truncate")
+            }
+            if pending.request.recordsValidator, ownsTail, let validator = validator ?? checkpointValidator {
+                TransferCheckpoint.record(validator, on: fileDescriptor)
             }
             return nil
         }

@@ -54,6 +54,12 @@ public struct TransferRequest: Sendable {
     public var resumesWithoutValidator: Bool
     /// A limit on the whole transfer, on top of the engine's connect and low-speed limits.
     public var timeout: Duration?
+    /// For a file the transfer owns from its offset on: record the response's validator on the
+    /// file itself (an extended attribute) as soon as the body starts, so that after a crash
+    /// ``TransferCheckpoint/recovered(fromFileAt:offset:)`` can resume from every byte on disk,
+    /// not only from the last checkpoint a store wrote. Quietly does nothing on file systems
+    /// without user extended attributes.
+    public var recordsValidator: Bool = false
 
     /// Creates a request.
     public init(

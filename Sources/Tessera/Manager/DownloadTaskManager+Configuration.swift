@@ -27,6 +27,16 @@ extension DownloadTaskManager {
         public var randomSeed: UInt64?
         /// How often segment progress is written to the store.
         public var storeInterval: Duration = .milliseconds(200)
+        /// When to warn about disk space and when to stop; `nil` turns the checks off.
+        public var diskSpace: DiskSpacePolicy? = DiskSpacePolicy()
+        /// Tells when the network goes and comes back; `nil` for none (then only probes tell).
+        public var networkMonitor: (any NetworkMonitor)?
+        /// Whether tasks may start on a network the monitor reports as metered; either way a
+        /// ``DownloadNotice/Kind/meteredNetwork`` notice tells when one does (or is held back).
+        public var allowsMeteredNetwork = true
+        /// How long tasks waiting for the network wait between probes of their hosts: doubling
+        /// from the first value up to the second.
+        public var networkProbeBackoff: (initial: Duration, maximum: Duration) = (.seconds(1), .seconds(60))
         /// Where to log.
         public var logger = Logger(label: "tessera.manager")
 

@@ -32,6 +32,7 @@ public actor DownloadTaskManager {
     nonisolated let broker = SegmentBroker()
     nonisolated let writer: StoreWriter
     nonisolated let layout: FileLayout
+    nonisolated let diskGate: DiskGate?
 
     private var tasks: [DownloadTaskID: ManagedTask] = [:]
     /// Every task, in the order it was added (removed ones are skipped lazily).
@@ -46,6 +47,11 @@ public actor DownloadTaskManager {
     /// Counts commands; a task remembers the last one that touched it, so a bulk command that
     /// yields part-way never overrides a later command.
     private var commandEpoch = 0
+    private var diskLevel = DiskSpaceLevel.ample
+    private var watchersStarted = false
+    private var networkStatus = NetworkStatus.online
+    private var prober: Task<Void, Never>?
+    private var watchers: [Task<Void, Never>] = []
 
     /// Creates a manager. Nothing runs until an operation starts a task.
     public init(
@@ -60,6 +66,10 @@ public actor DownloadTaskManager {
         self.registry = registry
         limiter = AsyncSemaphore(limit: configuration.maxConcurrentSegments)
         layout = FileLayout(root: configuration.downloadRoot)
+        diskGate = configuration.diskSpace.map { policy in
+            DiskGate(policy: policy, paths: [configuration.downloadRoot] + (cache.map { [$0.directory] } ?? []))
+        }
+        networkStatus = configuration.networkMonitor?.currentStatus ?? .online
         let hub = self.hub
         let logger = configuration.logger
         writer = StoreWriter(store: store, interval: configuration.storeInterval) { error in
@@ -74,6 +84,7 @@ public actor DownloadTaskManager {
     @discardableResult
     public func perform(_ operation: DownloadOperation) async throws(DownloadError) -> DownloadOperationResult {
         commandEpoch += 1
+        startWatchers()
         switch operation.command {
         case .add(let entity): return .task(try add(entity, mode: .download, start: false))
         case .start(let entity): return .task(try add(entity, mode: .download))
@@ -241,6 +252,7 @@ public actor DownloadTaskManager {
     private func add(_ entity: DownloadBaseEntity, mode: DownloadTaskMode, start: Bool = true) throws(DownloadError)
         -> DownloadTaskInfo
     {
+        startWatchers()
         guard entity is any DownloadParserProtocol else {
             throw DownloadError(.invalidRequest, "\(type(of: entity).entityType) entities have no parser (conform to DownloadParserProtocol)")
         }
@@ -297,8 +309,21 @@ public actor DownloadTaskManager {
 
     /// Starts waiting tasks, heaviest first, while slots are free.
     private func schedule() {
+        guard diskLevel != .critical else { return }
         while running.count < max(1, configuration.maxConcurrentTasks), let entry = queue.pop() {
             guard let task = tasks[entry.id], task.state == .waiting, task.queueVersion == entry.version else { continue }
+            if networkStatus.isOnline, networkStatus.isMetered {
+                let allowed = configuration.allowsMeteredNetwork
+                hub.emit(.notice(DownloadNotice(
+                    kind: .meteredNetwork,
+                    message: allowed ? "\(task.id) started on a metered network (\(networkStatus))"
+                        : "\(task.id) waits for an unmetered network (\(networkStatus))",
+                    taskID: task.id)))
+                if !allowed {
+                    transition(task, to: .interrupted(.meteredNetwork))
+                    continue
+                }
+            }
             launch(task)
         }
     }
@@ -309,8 +334,8 @@ public actor DownloadTaskManager {
         task.generation += 1
         let run = TaskRun(
             manager: self, id: task.id, generation: task.generation, entity: task.entity, mode: task.mode,
-            counter: task.counter, engine: engine, limiter: limiter, broker: broker, cache: cache, layout: layout,
-            configuration: configuration)
+            counter: task.counter, engine: engine, limiter: limiter, broker: broker, cache: cache, diskGate: diskGate,
+            layout: layout, configuration: configuration)
         let previous = task.runner
         task.runner = Task {
             // A stopped runner may still be recording its last checkpoints: let it finish first.
@@ -519,6 +544,17 @@ public actor DownloadTaskManager {
         guard let task = tasks[id], task.generation == generation, task.state.isRunning else { return }
         running.remove(id)
         task.speed.reset()
+        if let error, error.code == .diskFull {
+            // Never a failure: wait for space (the write left no corrupt file behind).
+            task.lastError = error
+            hub.emit(.taskError(id, error, willRetry: true))
+            transition(task, to: .interrupted(.diskSpace))
+            if diskLevel != .critical {
+                if error.systemErrno != nil { diskGate?.markFull() }
+                enterCriticalDiskLevel(free: diskGate?.freeBytes(), message: error.message)
+            }
+            return
+        }
         if let error {
             task.lastError = error
             hub.emit(.taskError(id, error, willRetry: false))
@@ -529,6 +565,230 @@ public actor DownloadTaskManager {
         }
         schedule()
     }
+
+    /// Every mirror of a segment (or the manifest) was unreachable: wait for the network.
+    func runnerLostNetwork(_ id: DownloadTaskID, generation: Int, _ error: DownloadError) {
+        guard let task = tasks[id], task.generation == generation, task.state.isRunning else { return }
+        running.remove(id)
+        task.speed.reset()
+        task.lastError = error
+        task.probeURL = error.url.flatMap(URL.init(string:))
+        hub.emit(.taskError(id, error, willRetry: true))
+        transition(task, to: .interrupted(.network))
+        startProber()
+        schedule()
+    }
+
+    // MARK: - Disk space
+
+    private func startWatchers() {
+        guard !watchersStarted else { return }
+        watchersStarted = true
+        if let policy = configuration.diskSpace {
+            let interval = policy.checkInterval
+            watchers.append(Task { [weak self] in
+                while !Task.isCancelled {
+                    guard let self else { return }
+                    await self.checkDiskSpace()
+                    try? await Task.sleep(for: interval)
+                }
+            })
+        }
+        if let monitor = configuration.networkMonitor {
+            let updates = monitor.statusUpdates()
+            watchers.append(Task { [weak self] in
+                for await status in updates {
+                    guard let self else { return }
+                    await self.networkChanged(status)
+                }
+            })
+        }
+    }
+
+    /// Checks free space now: warns when low, interrupts running tasks when critical, resumes
+    /// the ones it interrupted when space is back above the warning threshold.
+    public func checkDiskSpace() {
+        guard let diskGate else { return }
+        let (level, free) = diskGate.level(after: diskLevel)
+        guard level != diskLevel else { return }
+        let previous = diskLevel
+        let freeText = free.map { "\($0 / 1_000_000) MB free" } ?? "free space unknown"
+        switch level {
+        case .critical:
+            enterCriticalDiskLevel(free: free, message: freeText)
+        case .low:
+            diskLevel = .low
+            if previous == .critical { leaveCriticalDiskLevel(freeText) }
+            hub.emit(.notice(DownloadNotice(kind: .diskSpaceLow, message: "disk space is low: \(freeText)")))
+        case .ample:
+            diskLevel = .ample
+            if previous == .critical { leaveCriticalDiskLevel(freeText) }
+        }
+    }
+
+    private func enterCriticalDiskLevel(free: Int64?, message: String) {
+        diskLevel = .critical
+        hub.emit(.notice(DownloadNotice(kind: .diskSpaceCritical, message: "downloads stop for lack of disk space: \(message)")))
+        for id in running {
+            guard let task = tasks[id] else { continue }
+            halt(task)
+            transition(task, to: .interrupted(.diskSpace))
+        }
+    }
+
+    private func leaveCriticalDiskLevel(_ freeText: String) {
+        diskGate?.clearFull()
+        hub.emit(.notice(DownloadNotice(kind: .diskSpaceRecovered, message: "downloads resume: \(freeText)")))
+        resumeInterrupted(.diskSpace)
+    }
+
+    /// Queues the tasks interrupted for `reason` (and only those).
+    private func resumeInterrupted(_ reason: DownloadTaskState.InterruptionReason, host: String? = nil) {
+        for task in liveTasks where task.state == .interrupted(reason) {
+            if let host, task.probeURL?.host != host { continue }
+            enqueue(task, jumpAhead: false)
+        }
+        schedule()
+    }
+
+    // MARK: - Network
+
+    private func networkChanged(_ status: NetworkStatus) {
+        let previous = networkStatus
+        networkStatus = status
+        if previous.isOnline, !status.isOnline {
+            hub.emit(.notice(DownloadNotice(kind: .networkLost, message: "the network is gone; waiting for it")))
+        } else if !previous.isOnline, status.isOnline {
+            hub.emit(.notice(DownloadNotice(kind: .networkRestored, message: "the network is back (\(status))")))
+        }
+        if status.isOnline {
+            resumeInterrupted(.network)
+            if !status.isMetered || configuration.allowsMeteredNetwork { resumeInterrupted(.meteredNetwork) }
+        }
+    }
+
+    /// While tasks wait for the network, probes their hosts with backoff (a monitor may not
+    /// see a server's own network coming back); a host that answers anything resumes its tasks.
+    private func startProber() {
+        guard prober == nil else { return }
+        let backoff = configuration.networkProbeBackoff
+        prober = Task { [weak self] in
+            var delay = backoff.initial
+            while !Task.isCancelled {
+                try? await Task.sleep(for: delay)
+                guard let self, let targets = await self.probeTargets() else { return }
+                var reached = false
+                for url in targets where await self.probe(url) {
+                    await self.hostReachable(url.host ?? "")
+                    reached = true
+                }
+                delay = reached ? backoff.initial : min(delay * 2, backoff.maximum)
+            }
+        }
+    }
+
+    /// The URLs to probe; `nil` ends the prober (no task waits any more).
+    private func probeTargets() -> [URL]? {
+        let waiting = liveTasks.filter { $0.state == .interrupted(.network) }
+        guard !waiting.isEmpty else {
+            prober = nil
+            return nil
+        }
+        // While the monitor says offline, there is nothing to probe.
+        guard networkStatus.isOnline else { return [] }
+        var seen = Set<String>()
+        return waiting.compactMap(\.probeURL).filter { seen.insert("\($0.host ?? ""):\($0.port ?? 0)").inserted }
+    }
+
+    private nonisolated func probe(_ url: URL) async -> Bool {
+        let request = TransferRequest(url: url, method: .head, destination: .discard, timeout: .seconds(10))
+        do {
+            _ = try await engine.transfer(request)
+            return true
+        } catch let error as DownloadError {
+            // Any answer, even an error status, means the host is reachable again.
+            return !error.isConnectivity && error.code != .timeout
+        } catch {
+            return false
+        }
+    }
+
+    private func hostReachable(_ host: String) {
+        resumeInterrupted(.network, host: host)
+    }
+
+    // MARK: - Restore
+
+    /// What ``restore()`` did.
+    public struct RestoreReport: Sendable {
+        /// The tasks now known to the manager, in their restored states.
+        public var restored: [DownloadTaskInfo]
+        /// Stored tasks that could not be rebuilt (their entity type is not registered, their
+        /// payload no longer decodes); they stay in the store, untouched.
+        public var skipped: [(id: DownloadTaskID, error: DownloadError)]
+    }
+
+    /// Loads every task of the store and picks up where the last process left off: tasks that
+    /// were waiting, resolving, downloading or interrupted are queued again and continue from
+    /// their partial files; paused, completed, failed and invalid tasks stay so. Entities are
+    /// rebuilt through the registry. Call it once, before other operations.
+    @discardableResult
+    public func restore() async throws(DownloadError) -> RestoreReport {
+        let stored: [StoredTask]
+        do {
+            stored = try await store.loadAll()
+        } catch let error as DownloadError {
+            throw error
+        } catch {
+            throw DownloadError(.storeFailure, "the store could not be read: \(error)")
+        }
+        startWatchers()
+        var skipped: [(DownloadTaskID, DownloadError)] = []
+        var resumable: [ManagedTask] = []
+        for item in stored {
+            let id = item.task.id
+            guard tasks[id] == nil else { continue }
+            let entity: DownloadBaseEntity
+            do {
+                entity = try registry.rebuild(item.entity)
+            } catch {
+                skipped.append((id, error))
+                continue
+            }
+            let task = ManagedTask(entity: entity, mode: item.task.mode, sequence: item.task.sequence)
+            task.weight = item.task.weight
+            task.resolveCount = item.task.resolveCount
+            task.lastError = item.task.lastError.map(DownloadError.init(stored:))
+            task.manifest = item.task.manifest
+            for progress in item.segments {
+                task.segments[SegmentKey(output: progress.outputIndex, segment: progress.segmentIndex)] = progress
+            }
+            if task.manifest != nil {
+                let plan = task.plan()
+                task.counter.reset(doneBytes: plan.doneBytes, doneSegments: plan.doneSegments)
+            }
+            switch item.task.state {
+            case .waiting, .resolving, .downloading, .interrupted:
+                resumable.append(task)
+            case .completed:
+                task.machine = DownloadTaskStateMachine(.completed)
+                task.completedOutputs = Set(task.workingOutputs.map(\.index))
+            case .idle, .paused, .failed, .invalid, .removed:
+                task.machine = DownloadTaskStateMachine(item.task.state == .removed ? .paused : item.task.state)
+            }
+            nextSequence = max(nextSequence, task.sequence)
+            topWeight = max(topWeight, task.weight)
+            tasks[id] = task
+            addedOrder.append(task)
+            joinGroup(task)
+            if hub.hasSubscribers { hub.emit(.taskAdded(info(task))) }
+        }
+        addedOrder.sort { $0.sequence < $1.sequence }
+        for task in resumable { enqueue(task, jumpAhead: false) }
+        schedule()
+        return RestoreReport(restored: liveTasks.map(info), skipped: skipped)
+    }
+
 }
 
 // MARK: - Internal types
@@ -559,6 +819,8 @@ final class ManagedTask {
     var lastReportedBytes: Int64 = -1
     var runner: Task<Void, Never>?
     var isRemoved = false
+    /// For a task waiting for the network: a URL whose host the prober tries.
+    var probeURL: URL?
     /// The last command that changed the task (see `commandEpoch`).
     var touchedAt = 0
 

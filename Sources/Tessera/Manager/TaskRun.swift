@@ -17,6 +17,7 @@ struct TaskRun: Sendable {
     let limiter: AsyncSemaphore
     let broker: SegmentBroker
     let cache: SegmentCache?
+    let diskGate: DiskGate?
     let layout: FileLayout
     let configuration: DownloadTaskManager.Configuration
     private let keys = KeyStore()
@@ -24,7 +25,8 @@ struct TaskRun: Sendable {
     init(
         manager: DownloadTaskManager, id: DownloadTaskID, generation: Int, entity: DownloadBaseEntity,
         mode: DownloadTaskMode, counter: ProgressCounter, engine: CurlEngine, limiter: AsyncSemaphore,
-        broker: SegmentBroker, cache: SegmentCache?, layout: FileLayout, configuration: DownloadTaskManager.Configuration
+        broker: SegmentBroker, cache: SegmentCache?, diskGate: DiskGate?, layout: FileLayout,
+        configuration: DownloadTaskManager.Configuration
     ) {
         self.manager = manager
         self.id = id
@@ -36,6 +38,7 @@ struct TaskRun: Sendable {
         self.limiter = limiter
         self.broker = broker
         self.cache = cache
+        self.diskGate = diskGate
         self.layout = layout
         self.configuration = configuration
     }
@@ -54,6 +57,12 @@ struct TaskRun: Sendable {
         case done(path: String)
         case reResolve(DownloadError)
         case resetOutput(Int, DownloadError)
+    }
+
+    /// Every host of a segment is unreachable (name resolution, refused, no route): the task
+    /// waits for the network instead of spending its retries.
+    struct NetworkUnavailable: Error {
+        var error: DownloadError
     }
 
     // MARK: - The run
@@ -118,10 +127,14 @@ struct TaskRun: Sendable {
                 plan = fresh
             }
             await manager.runnerFinished(id, generation: generation, error: nil)
-        } catch let error as DownloadError where error.code == .cancelled || Task.isCancelled {
+        } catch let error as DownloadError where error.code == .cancelled || error.code == .engineShutDown || Task.isCancelled {
+            // Stopped, or the engine (the process) is going away: the task stays as recorded
+            // and resumes from its checkpoints next time.
             return
         } catch is CancellationError {
             return
+        } catch let unavailable as NetworkUnavailable {
+            await manager.runnerLostNetwork(id, generation: generation, unavailable.error)
         } catch let error as DownloadError {
             await manager.runnerFinished(id, generation: generation, error: error)
         } catch {
@@ -141,6 +154,8 @@ struct TaskRun: Sendable {
                 guard let plan = await manager.runnerBeginDownloading(id, generation: generation, manifest: manifest, resolved: true)
                 else { throw CancellationError() }
                 return plan
+            } catch let error as DownloadError where error.isConnectivity && !Task.isCancelled {
+                throw NetworkUnavailable(error: error)
             } catch let error as DownloadError where error.isTransient && !error.isPermanent && !Task.isCancelled {
                 failures += 1
                 guard failures < policy.maxAttempts else { throw error }
@@ -268,6 +283,13 @@ struct TaskRun: Sendable {
         var headers = configuration.headers
         for field in segment.headers { headers.replaceOrAdd(name: field.name, value: field.value) }
         var checkpoint = planned.checkpoint
+        if destination.isWholeFile, destination.ownsTail,
+            let recovered = TransferCheckpoint.recovered(fromFileAt: destination.path, offset: destination.offset),
+            recovered.bytesWritten > (checkpoint?.bytesWritten ?? 0)
+        {
+            // Bytes written after the last stored checkpoint (a crash came in between).
+            checkpoint = recovered
+        }
         var mirror = 0
         var dead = Set<Int>()
         var triedThisRound = Set<Int>()
@@ -284,10 +306,12 @@ struct TaskRun: Sendable {
                 counter.abandon(planned.key)
                 return .reResolve(DownloadError(.manifestExpired, "the manifest's URLs expired at \(expiresAt)"))
             }
+            if let diskGate, let error = diskGate.refusal() { throw error }
             let before = checkpoint?.bytesWritten ?? 0
-            let request = TransferRequest(
+            var request = TransferRequest(
                 url: urls[mirror], range: segment.range, headers: headers, destination: destination.transferDestination,
                 resume: checkpoint, expectedLength: segment.encryption == nil ? segment.expectedSize : nil)
+            request.recordsValidator = destination.isWholeFile && destination.ownsTail
             do {
                 try await limiter.acquire()
                 let result: TransferResult
@@ -347,7 +371,7 @@ struct TaskRun: Sendable {
                     checkpoint = saved
                     if saved.bytesWritten > 0 { await recordCheckpoint(planned, saved) }
                 }
-                if error.code == .cancelled || Task.isCancelled { throw CancellationError() }
+                if error.code == .cancelled || error.code == .engineShutDown || Task.isCancelled { throw CancellationError() }
                 if (checkpoint?.bytesWritten ?? 0) > before {
                     failures = 0
                     triedThisRound.removeAll()
@@ -381,6 +405,11 @@ struct TaskRun: Sendable {
                         await manager.runnerError(id, generation: generation, error)
                         mirror = next
                         continue
+                    }
+                    if error.isConnectivity {
+                        // Every mirror is unreachable: wait for the network, keep the retries.
+                        counter.abandon(planned.key)
+                        throw NetworkUnavailable(error: error)
                     }
                     failures += 1
                     guard failures < policy.maxAttempts else { throw error }

@@ -143,3 +143,11 @@ public struct SegmentProgress: Sendable, Codable, Hashable {
         TransferCheckpoint(bytesWritten: bytesWritten, validator: validator)
     }
 }
+
+extension DownloadError {
+    /// The error a stored error stands for (its code by name; an unknown name becomes `transport`).
+    public init(stored: StoredError) {
+        let code = DownloadError.Code.named(stored.code) ?? .transport
+        self.init(code, stored.message, url: stored.url, httpStatus: stored.httpStatus)
+    }
+}

@@ -1,0 +1,87 @@
+import Foundation
+import Testing
+@testable import Tessera
+import TesseraTesting
+
+/// A real full disk: a 2 MiB tmpfs as the download root (needs the right to mount; skipped
+/// where it is not given).
+@Suite(.enabled(if: TinyFileSystem.canMount, "needs permission to mount a tmpfs"))
+struct DiskFullTests {
+    @Test func aWriteThatFailsWithENOSPCInterruptsAndResumesWhenSpaceIsBack() async throws {
+        let disk = try TinyFileSystem(megabytes: 2)
+        defer { disk.remove() }
+        try await withLoopbackOrigin { origin in
+            var engineConfiguration = CurlEngine.Configuration.forTests()
+            engineConfiguration.maxConnections = 4
+            let engine = try CurlEngine(configuration: engineConfiguration)
+            var configuration = DownloadTaskManager.Configuration(downloadRoot: disk.path)
+            configuration.diskSpace = DiskSpacePolicy(warningBytes: 10_000_000, stopBytes: 500_000, checkInterval: .seconds(3600))
+            configuration.sleeper = RecordingSleeper()
+            let manager = DownloadTaskManager(configuration: configuration, engine: engine)
+            let events = EventLog(manager.events())
+            let path = "/bytes/6000000/big.bin"
+            let entity = DirectEntity(url: origin.url(path))
+            try await manager.start(entity)
+            let deadline = ContinuousClock.now + .seconds(20)
+            while await manager.check(entity.taskID)?.state != .interrupted(.diskSpace), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            let interrupted = try #require(await manager.check(entity.taskID))
+            #expect(interrupted.state == .interrupted(.diskSpace))
+            #expect(interrupted.error?.code == .diskFull)
+            #expect(!FileManager.default.fileExists(atPath: disk.path + "/big.bin"), "nothing is marked complete")
+            let partial = fileSize(disk.path + "/big.bin.part") ?? 0
+            #expect(partial > 1_000_000, "the bytes that fit are kept (\(partial))")
+
+            try disk.resize(megabytes: 40)
+            await manager.checkDiskSpace()
+            while await manager.check(entity.taskID)?.state != .completed, ContinuousClock.now < deadline + .seconds(20) {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            #expect(await manager.check(entity.taskID)?.state == .completed)
+            #expect(await origin.content(at: path).verifyFile(atPath: disk.path + "/big.bin", size: 6_000_000))
+            // The resume continued from the bytes on disk.
+            #expect(origin.bytesServed(for: path) < 6_000_000 + 1_000_000)
+            #expect(events.all.contains { if case .notice(let notice) = $0 { return notice.kind == .diskSpaceRecovered } else { return false } })
+            events.stop()
+            await engine.shutdown()
+        }
+    }
+}
+
+/// A tmpfs mounted for a test.
+struct TinyFileSystem {
+    let path: String
+
+    static let canMount: Bool = {
+        guard getuid() == 0, FileManager.default.isExecutableFile(atPath: "/usr/bin/mount") || FileManager.default.isExecutableFile(atPath: "/bin/mount") else { return false }
+        guard let probe = try? TinyFileSystem(megabytes: 1) else { return false }
+        probe.remove()
+        return true
+    }()
+
+    init(megabytes: Int) throws {
+        path = NSTemporaryDirectory() + "/tessera-tinyfs-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        try Self.run(["mount", "-t", "tmpfs", "-o", "size=\(megabytes)m", "tmpfs", path])
+    }
+
+    func resize(megabytes: Int) throws {
+        try Self.run(["mount", "-o", "remount,size=\(megabytes)m", path])
+    }
+
+    func remove() {
+        try? Self.run(["umount", path])
+        try? FileManager.default.removeItem(atPath: path)
+    }
+
+    private static func run(_ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = arguments
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw OriginFailure("\(arguments.joined(separator: " ")) failed") }
+    }
+}

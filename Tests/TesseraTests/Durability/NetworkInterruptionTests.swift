@@ -1,0 +1,141 @@
+import Foundation
+import Testing
+@testable import Tessera
+import TesseraTesting
+
+@Suite struct NetworkInterruptionTests {
+    /// An origin that is down: its port is known, nothing listens on it.
+    func downOrigin() async throws -> Int {
+        let origin = try await LoopbackOrigin.start()
+        let port = origin.port
+        try await origin.shutdown()
+        return port
+    }
+
+    func manager(_ monitor: (any NetworkMonitor)?, root: TemporaryDirectory, sleeper: RecordingSleeper) throws -> (DownloadTaskManager, CurlEngine) {
+        let engine = try CurlEngine(configuration: .forTests())
+        var configuration = DownloadTaskManager.Configuration(downloadRoot: root.path)
+        configuration.networkMonitor = monitor
+        configuration.sleeper = sleeper
+        configuration.networkProbeBackoff = (.milliseconds(100), .milliseconds(400))
+        return (DownloadTaskManager(configuration: configuration, engine: engine), engine)
+    }
+
+    func waitFor(_ manager: DownloadTaskManager, _ id: DownloadTaskID, _ state: DownloadTaskState, timeout: Duration = .seconds(15)) async -> DownloadTaskState? {
+        let deadline = ContinuousClock.now + timeout
+        while ContinuousClock.now < deadline {
+            if let current = await manager.check(id)?.state, current == state { return current }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return await manager.check(id)?.state
+    }
+
+    @Test func refusedConnectionsInterruptWithoutSpendingRetriesAndResumeWhenTheMonitorSaysOnline() async throws {
+        let root = TemporaryDirectory("network")
+        defer { root.cleanUp() }
+        let monitor = ManualNetworkMonitor(.offline)
+        let sleeper = RecordingSleeper()
+        let port = try await downOrigin()
+        let (manager, engine) = try manager(monitor, root: root, sleeper: sleeper)
+        let events = EventLog(manager.events())
+        let url = URL(string: "http://127.0.0.1:\(port)/bytes/300000/net.bin")!
+        let entity = DirectEntity(url: url)
+        try await manager.start(entity)
+        #expect(await waitFor(manager, entity.taskID, .interrupted(.network)) == .interrupted(.network))
+        #expect(sleeper.delays.isEmpty, "no retry was spent")
+        #expect(await manager.check(entity.taskID)?.error?.code == .connectionRefused)
+
+        // The server comes back, but the monitor still says offline: nothing is probed.
+        let origin = try await LoopbackOrigin.start(port: port)
+        try await Task.sleep(for: .milliseconds(600))
+        #expect(origin.totalRequests == 0)
+        #expect(await manager.check(entity.taskID)?.state == .interrupted(.network))
+
+        monitor.set(.online)
+        #expect(await waitFor(manager, entity.taskID, .completed) == .completed)
+        #expect(await origin.content(at: url.path).verifyFile(atPath: root.file("net.bin"), size: 300_000))
+        let notices = events.all.compactMap { event -> DownloadNotice.Kind? in
+            if case .notice(let notice) = event { return notice.kind }
+            return nil
+        }
+        #expect(notices.contains(.networkRestored))
+        events.stop()
+        await engine.shutdown()
+        try await origin.shutdown()
+    }
+
+    @Test func aProbeWithBackoffResumesWhenTheServerIsBack() async throws {
+        let root = TemporaryDirectory("network-probe")
+        defer { root.cleanUp() }
+        let sleeper = RecordingSleeper()
+        let port = try await downOrigin()
+        // No monitor: only probes can tell.
+        let (manager, engine) = try manager(nil, root: root, sleeper: sleeper)
+        let url = URL(string: "http://127.0.0.1:\(port)/bytes/200000/probe.bin")!
+        let entity = DirectEntity(url: url)
+        try await manager.start(entity)
+        #expect(await waitFor(manager, entity.taskID, .interrupted(.network)) == .interrupted(.network))
+        try await Task.sleep(for: .milliseconds(500))
+        let origin = try await LoopbackOrigin.start(port: port)
+        #expect(await waitFor(manager, entity.taskID, .completed) == .completed)
+        #expect(origin.requests.first?.method == "HEAD", "a probe found the server first")
+        #expect(sleeper.delays.isEmpty)
+        await engine.shutdown()
+        try await origin.shutdown()
+    }
+
+    @Test func onlyTheTasksThatLostTheNetworkResume() async throws {
+        let root = TemporaryDirectory("network-only")
+        defer { root.cleanUp() }
+        let monitor = ManualNetworkMonitor(.offline)
+        try await withLoopbackOrigin { origin in
+            let port = try await downOrigin()
+            let (manager, engine) = try manager(monitor, root: root, sleeper: RecordingSleeper())
+            let lost = DirectEntity(url: URL(string: "http://127.0.0.1:\(port)/bytes/1000/lost.bin")!)
+            let paused = DirectEntity(url: origin.url("/bytes/1000/paused.bin"))
+            try await manager.add(paused)
+            await manager.stop(paused.taskID)
+            try await manager.start(lost)
+            #expect(await waitFor(manager, lost.taskID, .interrupted(.network)) == .interrupted(.network))
+            monitor.set(.online)
+            try await Task.sleep(for: .milliseconds(300))
+            #expect(await manager.check(paused.taskID)?.state == .paused, "a paused task stays paused")
+            await engine.shutdown()
+        }
+    }
+
+    @Test func aMeteredNetworkIsToldAndCanHoldTasksBack() async throws {
+        let root = TemporaryDirectory("metered")
+        defer { root.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let monitor = ManualNetworkMonitor(NetworkStatus(isOnline: true, isMetered: true, interfaces: ["wwan0"]))
+            let engine = try CurlEngine(configuration: .forTests())
+            var configuration = DownloadTaskManager.Configuration(downloadRoot: root.path)
+            configuration.networkMonitor = monitor
+            configuration.allowsMeteredNetwork = false
+            let manager = DownloadTaskManager(configuration: configuration, engine: engine)
+            let events = EventLog(manager.events())
+            let entity = DirectEntity(url: origin.url("/bytes/5000/metered.bin"))
+            try await manager.start(entity)
+            #expect(await waitFor(manager, entity.taskID, .interrupted(.meteredNetwork)) == .interrupted(.meteredNetwork))
+            #expect(origin.totalRequests == 0)
+            monitor.set(NetworkStatus(isOnline: true, isMetered: false, interfaces: ["eth0"]))
+            #expect(await waitFor(manager, entity.taskID, .completed) == .completed)
+            #expect(events.all.contains { if case .notice(let notice) = $0 { return notice.kind == .meteredNetwork && notice.taskID == entity.taskID } else { return false } })
+
+            // Allowed: the task runs, and the notice says it started on a metered network.
+            monitor.set(NetworkStatus(isOnline: true, isMetered: true, interfaces: ["wwan0"]))
+            var allowing = configuration
+            allowing.allowsMeteredNetwork = true
+            let second = DownloadTaskManager(configuration: allowing, engine: engine)
+            let secondEvents = EventLog(second.events())
+            let other = DirectEntity(url: origin.url("/bytes/5000/metered-ok.bin"))
+            try await second.start(other)
+            #expect(await waitFor(second, other.taskID, .completed) == .completed)
+            #expect(secondEvents.all.contains { if case .notice(let notice) = $0 { return notice.kind == .meteredNetwork && notice.message.contains("started") } else { return false } })
+            events.stop()
+            secondEvents.stop()
+            await engine.shutdown()
+        }
+    }
+}

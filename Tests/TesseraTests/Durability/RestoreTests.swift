@@ -1,0 +1,121 @@
+import Foundation
+import Testing
+@testable import Tessera
+import TesseraTesting
+
+@Suite struct RestoreTests {
+    /// A second manager over the same store and root, as a new process would be.
+    func reopen(_ harness: ManagerHarness, store: any DownloadStore) -> DownloadTaskManager {
+        var configuration = DownloadTaskManager.Configuration(downloadRoot: harness.root.path)
+        configuration.sleeper = harness.sleeper
+        let registry = EntityRegistry()
+        registry.register(FixtureEntity.self)
+        return DownloadTaskManager(configuration: configuration, engine: harness.engine, store: store, registry: registry)
+    }
+
+    func waitFor(_ manager: DownloadTaskManager, _ id: DownloadTaskID, _ state: DownloadTaskState) async -> DownloadTaskState? {
+        let deadline = ContinuousClock.now + .seconds(20)
+        while ContinuousClock.now < deadline {
+            if let current = await manager.check(id)?.state, current == state { return current }
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+        return await manager.check(id)?.state
+    }
+
+    @Test func aDownloadingTaskContinuesInANewManagerWithoutFetchingFinishedSegmentsAgain() async throws {
+        try await withManager { harness in
+            let store = InMemoryDownloadStore()
+            let fixture = harness.fixture("restore", segments: 6, size: 400_000)
+            for segment in 0..<6 {
+                harness.origin.inject(.stall(.seconds(60), afterBytes: 200_000), at: harness.segmentPath("restore", 0, segment, size: 400_000), times: 1)
+            }
+            // The first manager fetches segments 0-2 and half of 3-5, then "dies".
+            harness.origin.clearFaults()
+            for segment in 3..<6 {
+                harness.origin.inject(.stall(.seconds(60), afterBytes: 200_000), at: harness.segmentPath("restore", 0, segment, size: 400_000), times: 1)
+            }
+            var configuration = DownloadTaskManager.Configuration(downloadRoot: harness.root.path)
+            configuration.maxConcurrentSegments = 3
+            configuration.progressInterval = .milliseconds(50)
+            let first = DownloadTaskManager(configuration: configuration, engine: try CurlEngine(configuration: .forTests()), store: store)
+            try await first.start(fixture.entity)
+            let deadline = ContinuousClock.now + .seconds(20)
+            while ContinuousClock.now < deadline {
+                if let info = await first.check(fixture.id), info.segmentsDone == 3, info.bytesDone >= 3 * 400_000 + 3 * 200_000 { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            try await Task.sleep(for: .milliseconds(150))
+            await first.flushStore()
+            // Its engine goes away with the stalled transfers (the process died).
+            await first.engine.shutdown()
+            harness.origin.clearFaults()
+
+            let stored = try await store.loadAll()
+            #expect(stored.first?.task.state == .downloading)
+            #expect(stored.first?.segments.filter(\.isDone).count == 3)
+
+            let second = reopen(harness, store: store)
+            let report = try await second.restore()
+            #expect(report.restored.map(\.id) == [fixture.id])
+            #expect(report.skipped.isEmpty)
+            #expect(await waitFor(second, fixture.id, .completed) == .completed)
+            #expect(harness.outputsMatch(fixture))
+            for segment in 0..<3 {
+                #expect(harness.origin.requestCount(for: harness.segmentPath("restore", 0, segment, size: 400_000)) == 1)
+            }
+            for segment in 3..<6 {
+                let requests = harness.origin.requests(for: harness.segmentPath("restore", 0, segment, size: 400_000))
+                #expect(requests.count == 2)
+                #expect(requests.last?.header("Range") == "bytes=200000-", "continued from the bytes on disk")
+            }
+            #expect(harness.origin.requestCount(for: "/manifests/restore.json") == 1, "the stored manifest was used")
+        }
+    }
+
+    @Test func pausedCompletedAndFailedTasksKeepTheirState() async throws {
+        try await withManager { harness in
+            let store = InMemoryDownloadStore()
+            var configuration = DownloadTaskManager.Configuration(downloadRoot: harness.root.path)
+            configuration.retry = RetryPolicy(maxAttempts: 1, baseDelay: .milliseconds(1), maxDelay: .milliseconds(1))
+            let registry = EntityRegistry()
+            registry.register(FixtureEntity.self)
+            let first = DownloadTaskManager(configuration: configuration, engine: harness.engine, store: store, registry: registry)
+            let done = harness.fixture("done"), paused = harness.fixture("paused"), broken = harness.fixture("broken")
+            harness.origin.inject(.status(500), at: harness.segmentPath("broken", 0, 0, size: 10_000))
+            try await first.start(done.entity)
+            try await first.add(paused.entity)
+            try await first.start(broken.entity)
+            #expect(await waitFor(first, done.id, .completed) == .completed)
+            #expect(await waitFor(first, broken.id, .failed) == .failed)
+            await first.flushStore()
+
+            let requests = harness.origin.totalRequests
+            let second = reopen(harness, store: store)
+            let report = try await second.restore()
+            #expect(Set(report.restored.map(\.id)) == [done.id, paused.id, broken.id])
+            #expect(await second.check(done.id)?.state == .completed)
+            #expect(await second.check(done.id)?.outputs.allSatisfy { $0.isComplete } == true)
+            #expect(await second.check(paused.id)?.state == .idle)
+            #expect(await second.check(broken.id)?.state == .failed)
+            #expect(await second.check(broken.id)?.error?.httpStatus == 500, "the error survives")
+            try await Task.sleep(for: .milliseconds(200))
+            #expect(harness.origin.totalRequests == requests, "restoring starts nothing that was not running")
+        }
+    }
+
+    @Test func entitiesOfUnknownTypesAreSkippedAndReported() async throws {
+        let store = InMemoryDownloadStore()
+        let record = EntityRecord(
+            entityType: "vanished-plugin", entityKey: "k", variantKey: "", title: "t", aggregationKey: nil,
+            groupType: "DownloadTaskGroup", destinationDirectory: "", payload: Data("{}".utf8))
+        try await store.insert(StoredTask(entity: record, task: TaskRecord(id: record.taskID, state: .waiting, mode: .download, weight: 0, sequence: 1)))
+        let root = TemporaryDirectory("restore-unknown")
+        defer { root.cleanUp() }
+        let manager = DownloadTaskManager(configuration: .init(downloadRoot: root.path), engine: try CurlEngine(configuration: .forTests()), store: store)
+        let report = try await manager.restore()
+        #expect(report.restored.isEmpty)
+        #expect(report.skipped.map(\.id) == [record.taskID])
+        #expect(report.skipped.first?.error.code == .noMatchingEntity)
+        #expect(try await store.loadAll().count == 1, "the stored task is left alone")
+    }
+}
