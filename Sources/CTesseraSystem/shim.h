@@ -14,4 +14,64 @@ static inline ssize_t tessera_copy_file_range(int input, int output, size_t leng
     return copy_file_range(input, (off_t *)0, output, (off_t *)0, length, 0);
 }
 
+#ifdef __linux__
+
+// Network monitoring (NetlinkNetworkMonitor): netlink's constants and sockaddr_nl, eventfd(2)
+// and gettid(2) are not visible from Swift.
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
+
+/// The multicast groups a route monitor joins: link changes and IPv4/IPv6 address changes.
+static inline unsigned int tessera_netlink_route_monitor_groups(void) {
+    return RTMGRP_LINK | RTMGRP_IPV4_IFADDR | RTMGRP_IPV6_IFADDR;
+}
+
+/// A non-blocking, close-on-exec NETLINK_ROUTE socket bound to the link and address groups,
+/// or -1 with errno set.
+static inline int tessera_netlink_open_route_monitor(void) {
+    int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, NETLINK_ROUTE);
+    if (fd < 0) return -1;
+    struct sockaddr_nl address;
+    memset(&address, 0, sizeof address);
+    address.nl_family = AF_NETLINK;
+    address.nl_groups = tessera_netlink_route_monitor_groups();
+    if (bind(fd, (struct sockaddr *)&address, sizeof address) != 0) {
+        int saved = errno;
+        close(fd);
+        errno = saved;
+        return -1;
+    }
+    return fd;
+}
+
+/// A non-blocking, close-on-exec eventfd(2) starting at zero, or -1 with errno set.
+static inline int tessera_eventfd_open(void) {
+    return eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+}
+
+/// Adds one to an eventfd's counter, making it readable; 0 or -1 with errno set.
+static inline int tessera_eventfd_signal(int fd) {
+    return eventfd_write(fd, 1);
+}
+
+/// The calling thread's kernel id (its entry under /proc/self/task).
+static inline pid_t tessera_gettid(void) {
+    return (pid_t)syscall(SYS_gettid);
+}
+
+/// Names the calling thread (at most 15 bytes are kept), for ps and debuggers.
+static inline void tessera_set_thread_name(const char *name) {
+    (void)prctl(PR_SET_NAME, name, 0, 0, 0);
+}
+
+#endif
+
 #endif

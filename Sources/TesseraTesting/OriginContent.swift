@@ -87,10 +87,13 @@ public struct OriginContent: Sendable, Hashable {
     }
 
     /// Whether the file at `filePath` holds exactly the first `size` bytes of this content
-    /// (or, with `offset`, bytes `offset..<offset + size`), compared in chunks.
-    public func matchesFile(atPath filePath: String, size: Int64, offset: Int64 = 0) -> Bool {
+    /// (or, with `offset`, bytes `offset..<offset + size`), compared in chunks. With
+    /// `fileOffset`, the bytes are looked for at that position of a larger file instead, and
+    /// what follows them does not matter.
+    public func matchesFile(atPath filePath: String, size: Int64, offset: Int64 = 0, fileOffset: Int64? = nil) -> Bool {
         guard let handle = fopen(filePath, "rb") else { return false }
         defer { fclose(handle) }
+        if let fileOffset, fseeko(handle, off_t(fileOffset), SEEK_SET) != 0 { return false }
         let chunk = 1 << 20
         var expected = [UInt8](repeating: 0, count: chunk)
         var actual = [UInt8](repeating: 0, count: chunk)
@@ -100,11 +103,12 @@ public struct OriginContent: Sendable, Hashable {
             let read = actual.withUnsafeMutableBytes { fread($0.baseAddress, 1, count, handle) }
             guard read == count else { return false }
             expected.withUnsafeMutableBytes { fill(UnsafeMutableRawBufferPointer(rebasing: $0[0..<count]), from: offset + position) }
-            guard expected[0..<count] == actual[0..<count] else { return false }
+            let same = expected.withUnsafeBytes { a in actual.withUnsafeBytes { b in memcmp(a.baseAddress!, b.baseAddress!, count) == 0 } }
+            guard same else { return false }
             position += Int64(count)
         }
-        // Nothing may follow.
-        return fgetc(handle) == EOF
+        // Nothing may follow a whole file.
+        return fileOffset != nil || fgetc(handle) == EOF
     }
 }
 
@@ -112,10 +116,10 @@ public struct OriginContent: Sendable, Hashable {
 extension OriginContent {
     /// ``matchesFile(atPath:size:offset:)`` on a thread of its own, so comparing a large file
     /// never blocks the cooperative thread pool that other tasks (and transfers) need.
-    public func verifyFile(atPath filePath: String, size: Int64, offset: Int64 = 0) async -> Bool {
+    public func verifyFile(atPath filePath: String, size: Int64, offset: Int64 = 0, fileOffset: Int64? = nil) async -> Bool {
         await withCheckedContinuation { continuation in
             let thread = Thread {
-                continuation.resume(returning: matchesFile(atPath: filePath, size: size, offset: offset))
+                continuation.resume(returning: matchesFile(atPath: filePath, size: size, offset: offset, fileOffset: fileOffset))
             }
             thread.name = "tessera-verify"
             thread.start()

@@ -312,11 +312,14 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
                 chunk = min(chunk, after - stream.sent)
             }
             if let rate = plan.bytesPerSecond {
+                // Send in quanta of 20 ms worth (at most 16 KiB): small enough to keep the pace
+                // smooth, large enough that many throttled streams do not drown in timers.
+                let quantum = max(1, min(Int64(16 * 1024), Int64(rate) / 50, end - stream.next))
                 let elapsed = Double((NIODeadline.now() - stream.started).nanoseconds) / 1e9
                 let allowed = Int64(Double(rate) * elapsed) - stream.sent
-                if allowed <= 0 {
-                    let seconds = Double(1 - allowed) / Double(rate)
-                    wait(stream, for: .nanoseconds(Int64(seconds * 1e9) + 1_000_000), context: context)
+                if allowed < quantum {
+                    let seconds = Double(quantum - allowed) / Double(rate)
+                    wait(stream, for: .nanoseconds(Int64(seconds * 1e9) + 100_000), context: context)
                     return false
                 }
                 chunk = min(chunk, allowed, 16 * 1024)

@@ -1,15 +1,31 @@
 import Foundation
 import Testing
 
-/// Runs `tessera-test-helper` (built next to the test bundle) and decodes its JSON line.
-func runTestHelper(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> [String: Any] {
+/// `tessera-test-helper`, built next to the test bundle.
+func testHelperExecutable() throws -> URL {
     let executable = URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath()
         .deletingLastPathComponent().appendingPathComponent("tessera-test-helper")
     guard FileManager.default.isExecutableFile(atPath: executable.path) else {
         throw HelperFailure("tessera-test-helper is not built at \(executable.path); run `swift build --build-tests`")
     }
+    return executable
+}
+
+/// Starts `tessera-test-helper` and returns at once (its output is dropped).
+func startTestHelper(_ arguments: [String]) throws -> Process {
     let process = Process()
-    process.executableURL = executable
+    process.executableURL = try testHelperExecutable()
+    process.arguments = arguments
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    return process
+}
+
+/// Runs `tessera-test-helper` and decodes its JSON line.
+func runTestHelper(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> [String: Any] {
+    let process = Process()
+    process.executableURL = try testHelperExecutable()
     process.arguments = arguments
     let output = Pipe(), errors = Pipe()
     process.standardOutput = output

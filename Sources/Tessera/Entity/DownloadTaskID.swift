@@ -40,6 +40,6 @@ public struct DownloadTaskID: Hashable, Sendable, Codable, Comparable, CustomStr
     }
 
     public static func < (lhs: DownloadTaskID, rhs: DownloadTaskID) -> Bool {
-        lhs.description < rhs.description
+        (lhs.entityType, lhs.entityKey, lhs.variantKey) < (rhs.entityType, rhs.entityKey, rhs.variantKey)
     }
 }

@@ -760,6 +760,7 @@ public actor DownloadTaskManager {
             task.resolveCount = item.task.resolveCount
             task.lastError = item.task.lastError.map(DownloadError.init(stored:))
             task.manifest = item.task.manifest
+            task.manifestRevision = item.task.manifestRevision
             for progress in item.segments {
                 task.segments[SegmentKey(output: progress.outputIndex, segment: progress.segmentIndex)] = progress
             }
@@ -811,7 +812,8 @@ final class ManagedTask {
             summarize()
         }
     }
-    private(set) var manifestRevision = 0
+    /// Increases with every manifest; restored from the store so revisions never repeat.
+    var manifestRevision = 0
     var segments: [SegmentKey: SegmentProgress] = [:]
     var completedOutputs: Set<Int> = []
     let counter = ProgressCounter()

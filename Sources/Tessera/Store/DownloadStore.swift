@@ -3,10 +3,14 @@ import Foundation
 /// Where a manager keeps what must survive a restart: entities, tasks, groups' membership and
 /// per-segment progress (aria2's idea: a finished segment is never fetched again).
 ///
-/// Every implementation must satisfy these rules, which the shared conformance tests check:
+/// Every implementation must satisfy these rules, which the shared conformance tests check
+/// (`Tests/TesseraTests/Store/DownloadStoreConformanceTests.swift`):
 /// - Writes are applied in the order they are made, and a read sees every earlier write.
 /// - ``insert(_:)`` of a known task ID replaces the entity and task records but keeps its
-///   segment progress; ``remove(_:)`` forgets the task and its progress.
+///   segment progress (the ``StoredTask/segments`` given are recorded over it);
+///   ``remove(_:)`` forgets the task and its progress. The entity's ``EntityRecord/taskID``
+///   must be the task's ID.
+/// - A caller that changes a task's manifest increases ``TaskRecord/manifestRevision``.
 /// - ``saveSegments(_:)`` replaces the progress of the given segments only.
 /// - ``resetSegments(of:)`` forgets the progress of every segment of a task.
 /// - Failures throw ``DownloadError`` with ``DownloadError/Code/storeFailure`` and a message

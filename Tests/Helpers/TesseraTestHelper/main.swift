@@ -124,6 +124,7 @@ final class Peak: @unchecked Sendable {
     init(_ value: Int64) { stored = value }
     var value: Int64 { lock.withLock { stored } }
     func note(_ value: Int64) { lock.withLock { stored = max(stored, value) } }
+    func set(_ value: Int64) { lock.withLock { stored = value } }
 }
 
 let arguments = CommandLine.arguments.dropFirst()
@@ -133,8 +134,19 @@ do {
         try await memoryScenario(size: Int64(arguments.dropFirst().first ?? "") ?? (200 << 20))
     case "scale":
         try await scaleScenario(count: Int(arguments.dropFirst().first ?? "") ?? 10_000)
+    case "hash":
+        guard let path = arguments.dropFirst().first else { fail("usage: tessera-test-helper hash FILE") }
+        try hashScenario(path: path)
+    case "decrypt":
+        let values = Array(arguments.dropFirst())
+        guard values.count == 4 else { fail("usage: tessera-test-helper decrypt IN OUT KEY-HEX IV-HEX") }
+        try decryptScenario(input: values[0], output: values[1], key: values[2], iv: values[3])
+    case "durable":
+        let values = Array(arguments.dropFirst())
+        guard values.count == 3 else { fail("usage: tessera-test-helper durable STORE ROOT MANIFEST-URL") }
+        try await durableScenario(store: values[0], root: values[1], manifest: values[2])
     default:
-        fail("usage: tessera-test-helper memory [SIZE] | scale [COUNT]")
+        fail("usage: tessera-test-helper memory [SIZE] | scale [COUNT] | durable STORE ROOT MANIFEST-URL")
     }
 } catch {
     fail("\(error)")

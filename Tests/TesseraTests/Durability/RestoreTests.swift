@@ -118,4 +118,46 @@ import TesseraTesting
         #expect(report.skipped.first?.error.code == .noMatchingEntity)
         #expect(try await store.loadAll().count == 1, "the stored task is left alone")
     }
+
+    @Test func movingTheDownloadRootKeepsTasksValid() async throws {
+        try await withManager { harness in
+            let store = InMemoryDownloadStore()
+            let fixture = harness.fixture("moved", segments: 4, size: 300_000)
+            harness.origin.inject(.stall(.seconds(60), afterBytes: 100_000), at: harness.segmentPath("moved", 0, 3, size: 300_000))
+            let oldRoot = TemporaryDirectory("old-root"), newRoot = TemporaryDirectory("new-root")
+            defer { oldRoot.cleanUp(); newRoot.cleanUp() }
+            var configuration = DownloadTaskManager.Configuration(downloadRoot: oldRoot.path)
+            configuration.maxConcurrentSegments = 1
+            configuration.progressInterval = .milliseconds(50)
+            let registry = EntityRegistry()
+            registry.register(FixtureEntity.self)
+            let first = DownloadTaskManager(configuration: configuration, engine: harness.engine, store: store, registry: registry)
+            try await first.start(fixture.entity)
+            let deadline = ContinuousClock.now + .seconds(20)
+            while ContinuousClock.now < deadline {
+                if let info = await first.check(fixture.id), info.segmentsDone == 3, info.bytesDone >= 3 * 300_000 + 100_000 { break }
+                try await Task.sleep(for: .milliseconds(20))
+            }
+            await first.stop(fixture.id)
+            try await Task.sleep(for: .milliseconds(100))
+            await first.flushStore()
+            harness.origin.clearFaults()
+
+            // The whole download directory moves elsewhere.
+            try FileManager.default.removeItem(atPath: newRoot.path)
+            try FileManager.default.moveItem(atPath: oldRoot.path, toPath: newRoot.path)
+            configuration.downloadRoot = newRoot.path
+            let second = DownloadTaskManager(configuration: configuration, engine: harness.engine, store: store, registry: registry)
+            try await second.restore()
+            #expect(await second.check(fixture.id)?.state == .paused)
+            try await second.resume(fixture.id)
+            #expect(await waitFor(second, fixture.id, .completed) == .completed)
+            let output = newRoot.file("fixtures/moved/out-0.bin")
+            #expect(fileBytes(output) == harness.expectedBytes(of: fixture.document, output: 0))
+            for segment in 0..<3 {
+                #expect(harness.origin.requestCount(for: harness.segmentPath("moved", 0, segment, size: 300_000)) == 1)
+            }
+            #expect(harness.origin.requests(for: harness.segmentPath("moved", 0, 3, size: 300_000)).last?.header("Range") == "bytes=100000-")
+        }
+    }
 }

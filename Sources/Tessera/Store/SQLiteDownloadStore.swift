@@ -1,0 +1,501 @@
+import Foundation
+import GRDB
+import Logging
+import Synchronization
+
+/// The default persistent ``DownloadStore``: one SQLite file (through GRDB), in WAL mode, that
+/// survives restarts and crashes.
+///
+/// Every write is one transaction, so a crash leaves either all of a write or none of it; a
+/// batch of segment progress (``saveSegments(_:)``) is one transaction however large it is.
+/// ``update(_:)`` rewrites the manifest (which can be large) only when
+/// ``TaskRecord/manifestRevision`` differs from the stored one.
+///
+/// Opening is careful with what it finds at the path: a file that is not an SQLite database,
+/// an SQLite database of another application, or a state file written by a newer Tessera is
+/// refused with a ``DownloadError/Code/storeFailure`` that names the file and says what to do;
+/// such a file, and every other file in its directory, is left exactly as it was. The store
+/// never deletes downloaded files, nor its own file.
+///
+/// A task whose row cannot be read back (a value of the wrong type, JSON that no longer
+/// decodes) does not stop the others from loading: ``loadAll()`` skips it, leaves its row as it
+/// is, logs a warning and lists it in ``unreadableTasks``. Adding the same task again replaces
+/// the damaged row (keeping its segment progress), and ``remove(_:)`` deletes it.
+public final class SQLiteDownloadStore: DownloadStore {
+    /// A stored task that could not be read back.
+    public struct UnreadableTask: Sendable, Equatable, CustomStringConvertible {
+        /// The task's identity, when at least that could be read.
+        public var id: DownloadTaskID?
+        /// The row's number in the `tasks` table.
+        public var row: Int64
+        /// What is wrong with it, as a ``DownloadError/Code/storeFailure``.
+        public var error: DownloadError
+
+        /// Describes a task that could not be read.
+        public init(id: DownloadTaskID?, row: Int64, error: DownloadError) {
+            self.id = id
+            self.row = row
+            self.error = error
+        }
+
+        /// The error's message: which task, in which file, what is wrong and what to do.
+        public var description: String { error.message }
+
+        /// Equal when the task, the row and the error's code and message are.
+        public static func == (lhs: UnreadableTask, rhs: UnreadableTask) -> Bool {
+            lhs.id == rhs.id && lhs.row == rhs.row && lhs.error.code == rhs.error.code && lhs.error.message == rhs.error.message
+        }
+    }
+
+    /// What ``load()`` found: the tasks that could be read, and those that could not.
+    public struct LoadResult: Sendable {
+        /// The readable tasks, in insertion order, each with its segments sorted.
+        public var tasks: [StoredTask]
+        /// The tasks that were skipped because their rows are damaged.
+        public var unreadable: [UnreadableTask]
+    }
+
+    /// The database file's path (absolute).
+    public let path: String
+
+    private let pool: DatabasePool
+    private let logger: Logger
+    private let lastUnreadable = Mutex<[UnreadableTask]>([])
+
+    /// Where the state lives by default: `$XDG_DATA_HOME/tessera/tessera.sqlite`, or
+    /// `~/.local/share/tessera/tessera.sqlite` when `XDG_DATA_HOME` is unset, empty or not an
+    /// absolute path (the XDG Base Directory specification says to ignore relative paths).
+    public static var defaultPath: String {
+        defaultPath(environment: ProcessInfo.processInfo.environment)
+    }
+
+    /// ``defaultPath`` for the given environment variables.
+    static func defaultPath(environment: [String: String]) -> String {
+        let base: String
+        if let dataHome = environment["XDG_DATA_HOME"], dataHome.hasPrefix("/") {
+            base = dataHome
+        } else {
+            let home = environment["HOME"].flatMap { $0.hasPrefix("/") ? $0 : nil } ?? NSHomeDirectory()
+            base = ((home as NSString).appendingPathComponent(".local") as NSString).appendingPathComponent("share")
+        }
+        return ((base as NSString).appendingPathComponent("tessera") as NSString).appendingPathComponent("tessera.sqlite")
+    }
+
+    /// Opens the state file at `path`, or creates it (and its parent directories).
+    ///
+    /// - Parameters:
+    ///   - path: The database file; a relative path is taken from the current directory.
+    ///   - logger: Where warnings about unreadable tasks go.
+    /// - Throws: ``DownloadError`` with ``DownloadError/Code/storeFailure`` when the directory
+    ///   cannot be created, or the file cannot be opened, is not an SQLite database, belongs to
+    ///   another application, was written by a newer Tessera, or is damaged. The file is then
+    ///   left untouched.
+    public init(path: String, logger: Logger = Logger(label: "tessera.store")) throws(DownloadError) {
+        let path = URL(fileURLWithPath: path).standardizedFileURL.path
+        self.path = path
+        self.logger = logger
+
+        let fileManager = FileManager.default
+        let directory = (path as NSString).deletingLastPathComponent
+        do {
+            try fileManager.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw DownloadError(
+                .storeFailure,
+                "The directory \(directory) for the download state file cannot be created (\(Self.systemReason(error))); "
+                    + "check its permissions, or point Tessera at another state file.")
+        }
+        var isDirectory: ObjCBool = false
+        if fileManager.fileExists(atPath: path, isDirectory: &isDirectory) {
+            guard !isDirectory.boolValue else {
+                throw DownloadError(
+                    .storeFailure,
+                    "The download state file \(path) is a directory; point Tessera at a file path instead.")
+            }
+            _ = try Self.inspectExistingFile(at: path)
+        }
+
+        var configuration = Configuration()
+        configuration.foreignKeysEnabled = true
+        configuration.label = "Tessera.SQLiteDownloadStore"
+        // Another process using the same file (a second `tessera`) waits instead of failing.
+        configuration.busyMode = .timeout(10)
+        configuration.maximumReaderCount = 4
+        do {
+            pool = try DatabasePool(path: path, configuration: configuration)
+            // The same checks again, now under the pool (a write-ahead log may have held more).
+            _ = try pool.read { db in try Self.classify(db, path: path) }
+            try Self.migrator.migrate(pool)
+        } catch let error as DownloadError {
+            throw error
+        } catch {
+            throw DownloadError(
+                .storeFailure,
+                "The download state file \(path) cannot be opened (\(Self.describe(error))). "
+                    + "Check the file and its directory, or point Tessera at another state file.")
+        }
+    }
+
+    /// The operating system's reason behind a Foundation file error ("Not a directory"), not
+    /// Foundation's generic "The operation could not be completed".
+    private static func systemReason(_ error: any Error) -> String {
+        guard let underlying = (error as? CocoaError)?.underlying.map({ $0 as NSError }) else {
+            return error.localizedDescription
+        }
+        if underlying.domain == NSPOSIXErrorDomain {
+            return String(cString: strerror(Int32(underlying.code)))
+        }
+        return underlying.localizedDescription
+    }
+
+    /// The tasks the last ``loadAll()`` or ``load()`` skipped because their rows are damaged.
+    public var unreadableTasks: [UnreadableTask] {
+        lastUnreadable.withLock { $0 }
+    }
+
+    // MARK: - DownloadStore
+
+    /// Every readable task, with its entity and segment progress, in insertion order.
+    ///
+    /// Tasks whose rows are damaged are skipped (see ``load()`` and ``unreadableTasks``);
+    /// a failure to read the file at all throws.
+    public func loadAll() async throws(DownloadError) -> [StoredTask] {
+        try await load().tasks
+    }
+
+    /// Every task, in insertion order, and the damaged ones that had to be skipped. Each
+    /// skipped task is also logged as a warning and kept in ``unreadableTasks``; its row stays
+    /// in the file, untouched.
+    public func load() async throws(DownloadError) -> LoadResult {
+        let path = self.path
+        let result = try await access("read the tasks") { [pool] () async throws -> LoadResult in
+            try await pool.read { db in try Self.readAll(db, path: path) }
+        }
+        lastUnreadable.withLock { $0 = result.unreadable }
+        for item in result.unreadable {
+            logger.warning("\(item.error.message)")
+        }
+        return result
+    }
+
+    /// Records a new task, or replaces the entity and task records of a known one, keeping its
+    /// place in the insertion order and its segment progress; the task's own segments are
+    /// recorded too.
+    ///
+    /// - Throws: ``DownloadError/Code/storeFailure`` when the entity's identity is not the
+    ///   task's, or the write fails.
+    public func insert(_ task: StoredTask) async throws(DownloadError) {
+        let id = task.task.id
+        guard task.entity.taskID == id else {
+            throw DownloadError(
+                .storeFailure,
+                "The task \(id) cannot be stored in \(path): its entity is \(task.entity.taskID); "
+                    + "a task's identity must be its entity's (this is a bug in the caller).")
+        }
+        let lastError = try encodeJSON(task.task.lastError, what: "the last error of task \(id)")
+        let manifest = try encodeJSON(task.task.manifest, what: "the manifest of task \(id)")
+        try await access("record the task \(id)") { [pool] in
+            try await pool.write { db in
+                try db.execute(
+                    sql: """
+                        INSERT INTO tasks (
+                            entityType, entityKey, variantKey, sequence, title, aggregationKey, groupType,
+                            destinationDirectory, entityPayload, state, interruptionReason, mode, weight, resolveCount,
+                            lastError, manifest, manifestRevision, addedAt)
+                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                        ON CONFLICT (entityType, entityKey, variantKey) DO UPDATE SET
+                            sequence = excluded.sequence, title = excluded.title,
+                            aggregationKey = excluded.aggregationKey, groupType = excluded.groupType,
+                            destinationDirectory = excluded.destinationDirectory, entityPayload = excluded.entityPayload,
+                            state = excluded.state, interruptionReason = excluded.interruptionReason,
+                            mode = excluded.mode, weight = excluded.weight, resolveCount = excluded.resolveCount,
+                            lastError = excluded.lastError, manifest = excluded.manifest,
+                            manifestRevision = excluded.manifestRevision, addedAt = excluded.addedAt
+                        """,
+                    arguments: [
+                        id.entityType, id.entityKey, id.variantKey, task.task.sequence, task.entity.title,
+                        task.entity.aggregationKey, task.entity.groupType, task.entity.destinationDirectory,
+                        task.entity.payload, task.task.state.kind.rawValue, Self.interruptionReason(task.task.state),
+                        task.task.mode.rawValue, task.task.weight, task.task.resolveCount, lastError, manifest,
+                        task.task.manifestRevision, task.task.addedAt.timeIntervalSinceReferenceDate,
+                    ])
+                guard !task.segments.isEmpty else { return }
+                guard let rowID = try Self.rowID(of: id, in: db) else { return }
+                for progress in task.segments {
+                    try Self.upsert(progress, taskRow: rowID, in: db)
+                }
+            }
+        }
+    }
+
+    /// Replaces a known task's record; the manifest is written only when its revision differs
+    /// from the stored one.
+    ///
+    /// - Throws: ``DownloadError/Code/storeFailure`` when the store has no such task, or the
+    ///   write fails.
+    public func update(_ task: TaskRecord) async throws(DownloadError) {
+        let path = self.path
+        try await access("update the task \(task.id)") { [pool] in
+            try await pool.write { db in
+                guard
+                    let stored = try Row.fetchOne(
+                        db, sql: "SELECT id, manifestRevision FROM tasks WHERE entityType = ? AND entityKey = ? AND variantKey = ?",
+                        arguments: [task.id.entityType, task.id.entityKey, task.id.variantKey])
+                else {
+                    throw DownloadError(
+                        .storeFailure,
+                        "The store \(path) has no task \(task.id) to update: it was removed, or never added. "
+                            + "Add the task again to store it.")
+                }
+                let rowID: Int64 = stored["id"]
+                let storedRevision = stored["manifestRevision"] as DatabaseValue
+                let lastError = try Self.encodeJSON(task.lastError, what: "the last error of task \(task.id)", path: path)
+                var arguments: StatementArguments = [
+                    task.sequence, task.state.kind.rawValue, Self.interruptionReason(task.state), task.mode.rawValue,
+                    task.weight, task.resolveCount, lastError, task.addedAt.timeIntervalSinceReferenceDate,
+                ]
+                var assignments = """
+                    sequence = ?, state = ?, interruptionReason = ?, mode = ?, weight = ?, resolveCount = ?, \
+                    lastError = ?, addedAt = ?
+                    """
+                if storedRevision != task.manifestRevision.databaseValue {
+                    let manifest = try Self.encodeJSON(task.manifest, what: "the manifest of task \(task.id)", path: path)
+                    assignments += ", manifest = ?, manifestRevision = ?"
+                    arguments += [manifest, task.manifestRevision]
+                }
+                arguments += [rowID]
+                try db.execute(sql: "UPDATE tasks SET \(assignments) WHERE id = ?", arguments: arguments)
+            }
+        }
+    }
+
+    /// Records segment progress, all of it in one transaction; records of tasks the store does
+    /// not know are ignored.
+    public func saveSegments(_ progress: [SegmentProgress]) async throws(DownloadError) {
+        guard !progress.isEmpty else { return }
+        try await access("record the progress of \(progress.count) segments") { [pool] in
+            try await pool.write { db in
+                var rows: [DownloadTaskID: Int64?] = [:]
+                for item in progress {
+                    let rowID: Int64?
+                    if let known = rows[item.taskID] {
+                        rowID = known
+                    } else {
+                        rowID = try Self.rowID(of: item.taskID, in: db)
+                        rows[item.taskID] = rowID
+                    }
+                    guard let rowID else { continue }
+                    try Self.upsert(item, taskRow: rowID, in: db)
+                }
+            }
+        }
+    }
+
+    /// Forgets the progress of every segment of a task.
+    public func resetSegments(of id: DownloadTaskID) async throws(DownloadError) {
+        try await access("reset the segments of task \(id)") { [pool] in
+            try await pool.write { db in
+                try db.execute(
+                    sql: """
+                        DELETE FROM segments
+                        WHERE taskId IN (SELECT id FROM tasks WHERE entityType = ? AND entityKey = ? AND variantKey = ?)
+                        """,
+                    arguments: [id.entityType, id.entityKey, id.variantKey])
+            }
+        }
+    }
+
+    /// Forgets a task and its segment progress (never any file on disk).
+    public func remove(_ id: DownloadTaskID) async throws(DownloadError) {
+        try await access("remove the task \(id)") { [pool] in
+            try await pool.write { db in
+                // The segments go with it (ON DELETE CASCADE).
+                try db.execute(
+                    sql: "DELETE FROM tasks WHERE entityType = ? AND entityKey = ? AND variantKey = ?",
+                    arguments: [id.entityType, id.entityKey, id.variantKey])
+            }
+        }
+    }
+
+    // MARK: - Writing
+
+    private static func rowID(of id: DownloadTaskID, in db: Database) throws -> Int64? {
+        try Int64.fetchOne(
+            db.cachedStatement(sql: "SELECT id FROM tasks WHERE entityType = ? AND entityKey = ? AND variantKey = ?"),
+            arguments: [id.entityType, id.entityKey, id.variantKey])
+    }
+
+    private static func upsert(_ progress: SegmentProgress, taskRow: Int64, in db: Database) throws {
+        let statement = try db.cachedStatement(
+            sql: """
+                INSERT INTO segments (
+                    taskId, outputIndex, segmentIndex, isDone, bytesWritten, etag, lastModified, lastModifiedIsStrong, cacheKey)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (taskId, outputIndex, segmentIndex) DO UPDATE SET
+                    isDone = excluded.isDone, bytesWritten = excluded.bytesWritten, etag = excluded.etag,
+                    lastModified = excluded.lastModified, lastModifiedIsStrong = excluded.lastModifiedIsStrong,
+                    cacheKey = excluded.cacheKey
+                """)
+        // `lastModifiedIsStrong` is NULL exactly when there is no validator.
+        try statement.execute(arguments: [
+            taskRow, progress.outputIndex, progress.segmentIndex, progress.isDone, progress.bytesWritten,
+            progress.validator?.etag, progress.validator?.lastModified, progress.validator?.lastModifiedIsStrong,
+            progress.cacheKey,
+        ])
+    }
+
+    private static func interruptionReason(_ state: DownloadTaskState) -> String? {
+        if case .interrupted(let reason) = state { return reason.rawValue }
+        return nil
+    }
+
+    private func encodeJSON<Value: Encodable>(_ value: Value?, what: String) throws(DownloadError) -> String? {
+        try Self.encodeJSON(value, what: what, path: path)
+    }
+
+    private static func encodeJSON<Value: Encodable>(_ value: Value?, what: String, path: String) throws(DownloadError) -> String? {
+        guard let value else { return nil }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        do {
+            return String(decoding: try encoder.encode(value), as: UTF8.self)
+        } catch {
+            throw DownloadError(.storeFailure, "\(what) cannot be stored in \(path): it cannot be encoded as JSON (\(error)).")
+        }
+    }
+
+    /// Runs a database access, turning every failure into a ``DownloadError/Code/storeFailure``
+    /// that names the file and the operation.
+    private func access<T: Sendable>(_ operation: String, _ body: () async throws -> T) async throws(DownloadError) -> T {
+        do {
+            return try await body()
+        } catch let error as DownloadError {
+            throw error
+        } catch let error where error is CancellationError || (error as? DatabaseError)?.isInterruptionError == true {
+            throw DownloadError(
+                .storeFailure,
+                "Could not \(operation) in \(path): the calling task was cancelled before it finished; nothing was changed.")
+        } catch {
+            throw DownloadError(.storeFailure, "Could not \(operation) in \(path) (\(Self.describe(error))).")
+        }
+    }
+
+    // MARK: - Reading
+
+    private static func readAll(_ db: Database, path: String) throws -> LoadResult {
+        var order: [Int64] = []
+        var tasks: [Int64: StoredTask] = [:]
+        var unreadable: [Int64: UnreadableTask] = [:]
+
+        func skip(_ row: Int64, _ id: DownloadTaskID?, _ problem: String) {
+            guard unreadable[row] == nil else { return }
+            let name = id.map { "The task \($0)" } ?? "The task in row \(row)"
+            unreadable[row] = UnreadableTask(
+                id: id, row: row,
+                error: DownloadError(
+                    .storeFailure,
+                    "\(name) in the download state file \(path) cannot be read (\(problem)); it was skipped and left in the file. "
+                        + "Add the task again to replace it, or remove it."))
+            tasks[row] = nil
+        }
+
+        let taskRows = try Row.fetchCursor(db, sql: "SELECT * FROM tasks ORDER BY id")
+        while let row = try taskRows.next() {
+            let strict = StrictRow(row: row)
+            guard let rowID = try? strict.int64("id") else { continue }
+            order.append(rowID)
+            var id: DownloadTaskID?
+            do {
+                id = DownloadTaskID(
+                    entityType: try strict.string("entityType"), entityKey: try strict.string("entityKey"),
+                    variantKey: try strict.string("variantKey"))
+                tasks[rowID] = try decodeTask(strict, id: id!)
+            } catch {
+                skip(rowID, id, "\(error)")
+            }
+        }
+
+        let segmentRows = try Row.fetchCursor(db, sql: "SELECT * FROM segments ORDER BY taskId, outputIndex, segmentIndex")
+        while let row = try segmentRows.next() {
+            let strict = StrictRow(row: row)
+            guard let taskRow = try? strict.int64("taskId"), var task = tasks[taskRow] else { continue }
+            do {
+                let progress = try decodeSegment(strict, taskID: task.task.id)
+                task.segments.append(progress)
+                tasks[taskRow] = task
+            } catch {
+                skip(taskRow, task.task.id, "a segment's progress: \(error)")
+            }
+        }
+
+        return LoadResult(tasks: order.compactMap { tasks[$0] }, unreadable: order.compactMap { unreadable[$0] })
+    }
+
+    private struct DecodeProblem: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    private static func decodeTask(_ row: StrictRow, id: DownloadTaskID) throws -> StoredTask {
+        let entity = EntityRecord(
+            entityType: id.entityType, entityKey: id.entityKey, variantKey: id.variantKey, title: try row.string("title"),
+            aggregationKey: try row.optionalString("aggregationKey"), groupType: try row.string("groupType"),
+            destinationDirectory: try row.string("destinationDirectory"), payload: try row.data("entityPayload"))
+        let stateName = try row.string("state")
+        guard let kind = DownloadTaskState.Kind(rawValue: stateName) else {
+            throw DecodeProblem(description: "unknown state \"\(stateName)\"")
+        }
+        let reasonName = try row.optionalString("interruptionReason")
+        let state: DownloadTaskState
+        switch kind {
+        case .idle: state = .idle
+        case .waiting: state = .waiting
+        case .resolving: state = .resolving
+        case .downloading: state = .downloading
+        case .paused: state = .paused
+        case .completed: state = .completed
+        case .failed: state = .failed
+        case .invalid: state = .invalid
+        case .removed: state = .removed
+        case .interrupted:
+            guard let reasonName, let reason = DownloadTaskState.InterruptionReason(rawValue: reasonName) else {
+                throw DecodeProblem(description: "unknown interruption reason \(reasonName.map { "\"\($0)\"" } ?? "NULL")")
+            }
+            state = .interrupted(reason)
+        }
+        let modeName = try row.string("mode")
+        guard let mode = DownloadTaskMode(rawValue: modeName) else {
+            throw DecodeProblem(description: "unknown mode \"\(modeName)\"")
+        }
+        let lastError = try decodeJSON(StoredError.self, row.optionalData("lastError"), what: "its last error")
+        let manifest = try decodeJSON(DownloadManifest.self, row.optionalData("manifest"), what: "its manifest")
+        let record = TaskRecord(
+            id: id, state: state, mode: mode, weight: try row.int("weight"), sequence: try row.int("sequence"),
+            resolveCount: try row.int("resolveCount"), lastError: lastError, manifest: manifest,
+            manifestRevision: try row.int("manifestRevision"),
+            addedAt: Date(timeIntervalSinceReferenceDate: try row.double("addedAt")))
+        return StoredTask(entity: entity, task: record)
+    }
+
+    private static func decodeJSON<Value: Decodable>(_ type: Value.Type, _ data: Data?, what: String) throws -> Value? {
+        guard let data else { return nil }
+        do {
+            return try JSONDecoder().decode(type, from: data)
+        } catch {
+            throw DecodeProblem(description: "\(what) is not valid JSON for \(type): \(error)")
+        }
+    }
+
+    private static func decodeSegment(_ row: StrictRow, taskID: DownloadTaskID) throws -> SegmentProgress {
+        // `lastModifiedIsStrong` is NULL exactly when there is no validator.
+        var validator: ResourceValidator?
+        if let isStrong = try row.optionalBool("lastModifiedIsStrong") {
+            validator = ResourceValidator(
+                etag: try row.optionalString("etag"), lastModified: try row.optionalString("lastModified"),
+                lastModifiedIsStrong: isStrong)
+        }
+        return SegmentProgress(
+            taskID: taskID, outputIndex: try row.int("outputIndex"), segmentIndex: try row.int("segmentIndex"),
+            isDone: try row.bool("isDone"), bytesWritten: try row.int64("bytesWritten"), validator: validator,
+            cacheKey: try row.optionalString("cacheKey"))
+    }
+}

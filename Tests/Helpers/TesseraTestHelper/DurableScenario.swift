@@ -1,0 +1,47 @@
+import Foundation
+import Tessera
+
+/// The manifest the durable scenario's entity reads: segment URLs of one output.
+struct SegmentListDocument: Codable, Sendable {
+    var name: String
+    var segments: [String]
+    var size: Int64
+}
+
+/// An entity whose manifest is a list of segment URLs, concatenated into one output.
+final class SegmentListEntity: PayloadEntity<String>, DownloadParserProtocol, @unchecked Sendable {
+    override class var entityType: String { "segment-list" }
+
+    func resolve(in context: ResolveContext) async throws -> DownloadManifest {
+        let (document, source) = try await context.fetchJSON(SegmentListDocument.self, from: URL(string: payload)!)
+        let segments = try document.segments.map { try DownloadSegment(url: URLSafety.resolve($0, against: source.url), expectedSize: document.size) }
+        return DownloadManifest(outputs: [DownloadOutput(name: document.name, segments: segments)])
+    }
+}
+
+/// `durable STORE ROOT MANIFEST-URL`: restores the store; starts the entity if the store does
+/// not know it; runs until the task is finished. Killed at random moments by the test.
+func durableScenario(store path: String, root: String, manifest: String) async throws {
+    let store = try SQLiteDownloadStore(path: path)
+    let registry = EntityRegistry()
+    registry.register(SegmentListEntity.self)
+    var configuration = DownloadTaskManager.Configuration(downloadRoot: root)
+    configuration.progressInterval = .milliseconds(100)
+    configuration.diskSpace = nil
+    let engine = try CurlEngine(configuration: makeEngineConfiguration())
+    let manager = DownloadTaskManager(configuration: configuration, engine: engine, store: store, registry: registry)
+    let report = try await manager.restore()
+    let entity = SegmentListEntity(payload: manifest, entityKey: "durable")
+    let restored = report.restored.contains { $0.id == entity.taskID }
+    if !restored { try await manager.start(entity) }
+    while true {
+        let info = await manager.check(entity.taskID)
+        if let info, info.state.isFinal {
+            await manager.flushStore()
+            emit(["state": "\(info.state)", "restored": restored, "error": info.error.map { "\($0)" } ?? ""])
+            await engine.shutdown()
+            return
+        }
+        try await Task.sleep(for: .milliseconds(20))
+    }
+}
