@@ -11,6 +11,14 @@ let package = Package(
         .library(name: "Tessera", targets: ["Tessera"]),
         .library(name: "TesseraTesting", targets: ["TesseraTesting"]),
         .executable(name: "tessera", targets: ["tessera"]),
+        .library(name: "PlayurlEntity", targets: ["PlayurlEntity"]),
+        .library(name: "DASHEntity", targets: ["DASHEntity"]),
+        .library(name: "MetalinkEntity", targets: ["MetalinkEntity"]),
+        .library(name: "HLSEntity", targets: ["HLSEntity"]),
+        .executable(name: "playurl-sample", targets: ["playurl-sample"]),
+        .executable(name: "dash-sample", targets: ["dash-sample"]),
+        .executable(name: "metalink-sample", targets: ["metalink-sample"]),
+        .executable(name: "hls-sample", targets: ["hls-sample"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -59,6 +67,28 @@ let package = Package(
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
         ),
+
+        // MARK: Entity plugins, each built only on Tessera's public API, with a sample executable
+        .target(name: "PlayurlEntity", dependencies: ["Tessera"], path: "Plugins/PlayurlEntity"),
+        .executableTarget(
+            name: "playurl-sample", dependencies: ["PlayurlEntity", "Tessera", "TesseraTesting"], path: "Sources/Samples/playurl-sample"
+        ),
+        .testTarget(name: "PlayurlEntityTests", dependencies: ["PlayurlEntity", "Tessera", "TesseraTesting"]),
+        .target(name: "DASHEntity", dependencies: ["Tessera"], path: "Plugins/DASHEntity"),
+        .executableTarget(
+            name: "dash-sample", dependencies: ["DASHEntity", "Tessera", "TesseraTesting"], path: "Sources/Samples/dash-sample"
+        ),
+        .testTarget(name: "DASHEntityTests", dependencies: ["DASHEntity", "Tessera", "TesseraTesting"]),
+        .target(name: "MetalinkEntity", dependencies: ["Tessera"], path: "Plugins/MetalinkEntity"),
+        .executableTarget(
+            name: "metalink-sample", dependencies: ["MetalinkEntity", "Tessera", "TesseraTesting"], path: "Sources/Samples/metalink-sample"
+        ),
+        .testTarget(name: "MetalinkEntityTests", dependencies: ["MetalinkEntity", "Tessera", "TesseraTesting"]),
+        .target(name: "HLSEntity", dependencies: ["Tessera"], path: "Plugins/HLSEntity"),
+        .executableTarget(
+            name: "hls-sample", dependencies: ["HLSEntity", "Tessera", "TesseraTesting"], path: "Sources/Samples/hls-sample"
+        ),
+        .testTarget(name: "HLSEntityTests", dependencies: ["HLSEntity", "Tessera", "TesseraTesting"]),
 
         // MARK: Executables
         .executableTarget(

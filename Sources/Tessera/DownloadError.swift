@@ -39,6 +39,7 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
             case invalidState
             case storeFailure
             case cryptoFailure
+            case unsupportedContent
         }
 
         fileprivate let base: Base
@@ -107,6 +108,9 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
         public static let storeFailure = Code(.storeFailure)
         /// Hashing or decryption failed inside the crypto library.
         public static let cryptoFailure = Code(.cryptoFailure)
+        /// The content is of a kind Tessera does not download: a live stream, DRM-protected
+        /// media, an encryption method it does not implement.
+        public static let unsupportedContent = Code(.unsupportedContent)
 
         public var description: String { base.rawValue }
 

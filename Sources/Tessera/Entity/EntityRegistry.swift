@@ -83,6 +83,27 @@ public final class EntityRegistry: Sendable {
         return nil
     }
 
+    /// The entities for an input: one, or several when the matcher expands the input (a
+    /// Metalink document is one task per file). `context` lets an expander fetch what it needs.
+    public func makeEntities(for input: EntityInput, context: ResolveContext) async throws(DownloadError)
+        -> [DownloadBaseEntity]
+    {
+        guard let (matcher, key) = match(input), let expand = matcher.expand else {
+            return [try makeEntity(for: input)]
+        }
+        do {
+            let entities = try await expand(input, key, context)
+            guard !entities.isEmpty else {
+                throw DownloadError(.manifestInvalid, "the \(matcher.plugin) plugin found nothing to download in \"\(input.text)\"")
+            }
+            return entities
+        } catch let error as DownloadError {
+            throw error
+        } catch {
+            throw DownloadError(.noMatchingEntity, "the \(matcher.plugin) plugin refused \"\(input.text)\": \(error)")
+        }
+    }
+
     /// Makes the entity for an input: the highest-priority matcher that accepts it builds it.
     public func makeEntity(for input: EntityInput) throws(DownloadError) -> DownloadBaseEntity {
         if let scheme = input.pluginScheme, !matchers.contains(where: { $0.acceptsScheme(scheme) }),
@@ -197,17 +218,22 @@ public struct EntityMatcher: Sendable {
     public var rules: [Rule]
     /// Builds the entity from the input and the extracted key.
     public var make: @Sendable (EntityInput, String) throws -> DownloadBaseEntity
+    /// Expands an input into several entities (fetching a document if it must), for inputs
+    /// that stand for a group; `nil` when an input is always one entity.
+    public var expand: (@Sendable (EntityInput, String, ResolveContext) async throws -> [DownloadBaseEntity])?
     private let patterns: [RegexBox]
 
     /// Creates a matcher; an invalid pattern is a programming error.
     public init(
         plugin: String, summary: String, priority: Int = 100, rules: [Rule],
+        expand: (@Sendable (EntityInput, String, ResolveContext) async throws -> [DownloadBaseEntity])? = nil,
         make: @escaping @Sendable (EntityInput, String) throws -> DownloadBaseEntity
     ) {
         self.plugin = plugin
         self.summary = summary
         self.priority = priority
         self.rules = rules
+        self.expand = expand
         self.make = make
         patterns = rules.compactMap { rule in
             guard case .urlPattern(let pattern) = rule else { return nil }

@@ -984,7 +984,7 @@ extension DownloadError {
     var isPermanent: Bool {
         switch code {
         case .manifestInvalid, .manifestTooLarge, .unsafeInput, .unsafePath, .checksumMismatch, .unsupportedScheme,
-            .invalidRequest, .noMatchingEntity:
+            .invalidRequest, .noMatchingEntity, .unsupportedContent:
             return true
         case .httpStatus:
             return [404, 410].contains(httpStatus ?? 0)
