@@ -47,6 +47,8 @@ public actor DownloadTaskManager {
     /// Counts commands; a task remembers the last one that touched it, so a bulk command that
     /// yields part-way never overrides a later command.
     private var commandEpoch = 0
+    /// Output paths, by the task that owns them.
+    private var claims: [String: DownloadTaskID] = [:]
     private var diskLevel = DiskSpaceLevel.ample
     private var watchersStarted = false
     private var networkStatus = NetworkStatus.online
@@ -152,6 +154,7 @@ public actor DownloadTaskManager {
         let snapshot = info(task)
         tasks[id] = nil
         task.isRemoved = true
+        releaseClaims(of: task)
         leaveGroup(task)
         writer.enqueue(.remove(id))
         hub.emit(.taskRemoved(id))
@@ -482,6 +485,7 @@ public actor DownloadTaskManager {
     ) -> RunPlan? {
         guard let task = tasks[id], task.generation == generation, task.state == .resolving else { return nil }
         if resolved { task.resolveCount += 1 }
+        let manifest = resolved ? assignOutputNames(task, manifest) : manifest
         if let previous = task.manifest, !previous.hasSameSegments(as: manifest) {
             // The content is not the one the progress describes.
             task.segments.removeAll()
@@ -494,6 +498,73 @@ public actor DownloadTaskManager {
         task.lastReportedBytes = -1
         transition(task, to: .downloading)
         return plan
+    }
+
+    // MARK: - Output names
+
+    /// Gives a new manifest's outputs places no other task's output and no existing file holds,
+    /// by inserting `.1`, `.2`, … before the extension (as aria2c does); names given to the
+    /// same outputs before are kept, so a re-resolve finds its progress again.
+    private func assignOutputNames(_ task: ManagedTask, _ fresh: DownloadManifest) -> DownloadManifest {
+        var manifest = fresh
+        let previous = task.manifest
+        releaseClaims(of: task)
+        for index in manifest.outputs.indices {
+            let original = manifest.outputs[index].name
+            let key = "tessera.originalName.\(index)"
+            if let previous, index < previous.outputs.count {
+                let earlierOriginal = previous.metadata[key] ?? previous.outputs[index].name
+                if earlierOriginal == original {
+                    manifest.outputs[index].name = previous.outputs[index].name
+                    if manifest.outputs[index].name != original { manifest.metadata[key] = original }
+                    continue
+                }
+            }
+            guard manifest.outputs[index].isSelected || task.mode == .cacheOnly else { continue }
+            var candidate = original
+            var number = 0
+            while isTaken(candidate, output: manifest.outputs[index], by: task) {
+                number += 1
+                candidate = Self.numbered(original, number)
+            }
+            if candidate != original {
+                manifest.outputs[index].name = candidate
+                manifest.metadata[key] = original
+            }
+        }
+        claim(manifest, for: task)
+        return manifest
+    }
+
+    private func isTaken(_ name: String, output: DownloadOutput, by task: ManagedTask) -> Bool {
+        var renamed = output
+        renamed.name = name
+        let path = layout.outputPath(entity: task.entity, output: renamed)
+        if let owner = claims[path], owner != task.id { return true }
+        return FileOperations.exists(path) || FileOperations.exists(FileLayout.partPath(path))
+    }
+
+    /// `name.ext` → `name.1.ext` (in the last path component).
+    static func numbered(_ name: String, _ number: Int) -> String {
+        let slash = name.lastIndex(of: "/").map { name.index(after: $0) } ?? name.startIndex
+        let file = name[slash...]
+        if let dot = file.lastIndex(of: "."), dot != file.startIndex {
+            return String(name[..<dot]) + ".\(number)" + String(name[dot...])
+        }
+        return name + ".\(number)"
+    }
+
+    private func claim(_ manifest: DownloadManifest, for task: ManagedTask) {
+        for output in manifest.outputs where output.isSelected || task.mode == .cacheOnly {
+            claims[layout.outputPath(entity: task.entity, output: output)] = task.id
+        }
+    }
+
+    private func releaseClaims(of task: ManagedTask) {
+        for output in task.manifest?.outputs ?? [] {
+            let path = layout.outputPath(entity: task.entity, output: output)
+            if claims[path] == task.id { claims[path] = nil }
+        }
     }
 
     /// A segment is done (recorded even when the task was stopped meanwhile: the bytes are there).
@@ -730,10 +801,12 @@ public actor DownloadTaskManager {
 
     /// Loads every task of the store and picks up where the last process left off: tasks that
     /// were waiting, resolving, downloading or interrupted are queued again and continue from
-    /// their partial files; paused, completed, failed and invalid tasks stay so. Entities are
-    /// rebuilt through the registry. Call it once, before other operations.
+    /// their partial files (or, with `resuming` false, wait paused for a command, as a command
+    /// line that runs only what it is asked for wants); paused, completed, failed and invalid
+    /// tasks stay so. Entities are rebuilt through the registry. Call it once, before other
+    /// operations.
     @discardableResult
-    public func restore() async throws(DownloadError) -> RestoreReport {
+    public func restore(resuming: Bool = true) async throws(DownloadError) -> RestoreReport {
         let stored: [StoredTask]
         do {
             stored = try await store.loadAll()
@@ -770,7 +843,11 @@ public actor DownloadTaskManager {
             }
             switch item.task.state {
             case .waiting, .resolving, .downloading, .interrupted:
-                resumable.append(task)
+                if resuming {
+                    resumable.append(task)
+                } else {
+                    task.machine = DownloadTaskStateMachine(.paused)
+                }
             case .completed:
                 task.machine = DownloadTaskStateMachine(.completed)
                 task.completedOutputs = Set(task.workingOutputs.map(\.index))
@@ -782,6 +859,7 @@ public actor DownloadTaskManager {
             tasks[id] = task
             addedOrder.append(task)
             joinGroup(task)
+            if let manifest = task.manifest { claim(manifest, for: task) }
             if hub.hasSubscribers { hub.emit(.taskAdded(info(task))) }
         }
         addedOrder.sort { $0.sequence < $1.sequence }

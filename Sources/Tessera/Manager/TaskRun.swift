@@ -203,20 +203,22 @@ struct TaskRun: Sendable {
                 group.addTask { try await fetch(planned, expiresAt: expiresAt) }
             }
             for _ in 0..<width { addNext() }
+            // A stale URL stops new segments, but the ones in flight finish: their URLs work and
+            // their bytes count. A changed resource stops everything at once: those bytes are stale.
+            var reResolve: DownloadError?
             while let outcome = try await group.next() {
                 switch outcome {
                 case .done:
-                    addNext()
+                    if reResolve == nil { addNext() }
                 case .reResolve(let error):
-                    group.cancelAll()
-                    await drain(&group)
-                    return .reResolve(error)
+                    if reResolve == nil { reResolve = error }
                 case .resetOutput(let index, let error):
                     group.cancelAll()
                     await drain(&group)
                     return .resetOutput(index, error)
                 }
             }
+            if let reResolve { return .reResolve(reResolve) }
             return .complete
         }
     }

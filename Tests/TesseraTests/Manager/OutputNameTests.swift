@@ -1,0 +1,56 @@
+import Foundation
+import Testing
+@testable import Tessera
+import TesseraTesting
+
+@Suite struct OutputNameTests {
+    @Test func numberedNamesGoBeforeTheExtension() {
+        #expect(DownloadTaskManager.numbered("file.bin", 1) == "file.1.bin")
+        #expect(DownloadTaskManager.numbered("dir.v2/file", 3) == "dir.v2/file.3")
+        #expect(DownloadTaskManager.numbered("a/b/movie.mp4", 2) == "a/b/movie.2.mp4")
+        #expect(DownloadTaskManager.numbered(".hidden", 1) == ".hidden.1")
+    }
+
+    @Test func twoURLsWithTheSameFileNameNeverShareAnOutput() async throws {
+        try await withManager { harness in
+            let first = DirectEntity(url: harness.origin.url("/bytes/1000/a/file.bin"))
+            let second = DirectEntity(url: harness.origin.url("/bytes/2000/b/file.bin"))
+            try await harness.manager.start(first)
+            try await harness.manager.start(second)
+            let one = try #require(await harness.waitForState(first.taskID, .completed))
+            let two = try #require(await harness.waitForState(second.taskID, .completed))
+            let paths = Set([one.outputs[0].path, two.outputs[0].path])
+            #expect(paths == [harness.root.file("file.bin"), harness.root.file("file.1.bin")])
+            #expect(fileSize(one.outputs[0].path) == 1000)
+            #expect(fileSize(two.outputs[0].path) == 2000)
+        }
+    }
+
+    @Test func anExistingFileIsNeverOverwritten() async throws {
+        try await withManager { harness in
+            try Data("mine".utf8).write(to: URL(fileURLWithPath: harness.root.file("report.pdf")))
+            let entity = DirectEntity(url: harness.origin.url("/bytes/5000/report.pdf"))
+            try await harness.manager.start(entity)
+            let done = try #require(await harness.waitForState(entity.taskID, .completed))
+            #expect(done.outputs[0].path == harness.root.file("report.1.pdf"))
+            #expect(fileBytes(harness.root.file("report.pdf")) == Array("mine".utf8))
+        }
+    }
+
+    @Test func aReResolveKeepsTheAssignedName() async throws {
+        try await withManager { harness in
+            // Taken: the fixture's own output name exists, so the task gets out-0.1.bin …
+            try FileManager.default.createDirectory(atPath: harness.root.file("fixtures/named"), withIntermediateDirectories: true)
+            try Data("x".utf8).write(to: URL(fileURLWithPath: harness.root.file("fixtures/named/out-0.bin")))
+            // … and its segment URL expires once (403): the entity is resolved again.
+            let fixture = harness.fixture("named", segments: 3)
+            harness.origin.inject(.status(403), at: harness.segmentPath("named", 0, 1, size: 10_000), times: 1)
+            try await harness.manager.start(fixture.entity)
+            let done = try #require(await harness.waitForState(fixture.id, .completed))
+            #expect(done.resolveCount == 2)
+            #expect(done.outputs[0].path == harness.root.file("fixtures/named/out-0.1.bin"))
+            #expect(fileBytes(done.outputs[0].path) == harness.expectedBytes(of: fixture.document, output: 0))
+            #expect(harness.origin.requestCount(for: harness.segmentPath("named", 0, 0, size: 10_000)) == 1, "progress survived the re-resolve")
+        }
+    }
+}
