@@ -13,7 +13,9 @@ TEST_PACKAGES  := nginx-light openssl
 # What the benchmark compares against.
 BENCH_PACKAGES := nginx-light aria2 curl python3
 
-.PHONY: all demo test bench build deps bench-deps clean help
+.PHONY: all demo test bench conformance build deps bench-deps clean help
+# What the conformance check compares against: aria2c from apt, yt-dlp from PyPI in a venv.
+CONFORMANCE_PACKAGES := aria2 python3 python3-venv
 
 all: build
 
@@ -21,6 +23,7 @@ help:
 	@echo "make demo   download a handful of files from an embedded loopback origin"
 	@echo "make test   build and run the test suite"
 	@echo "make bench  engine benchmark against curl --parallel and aria2c (nginx on loopback)"
+	@echo "make conformance  DASH segment lists against yt-dlp, Metalink outputs against aria2c"
 
 # apt-get update runs only when something is missing, and only once.
 define ensure_packages
@@ -55,6 +58,13 @@ test: deps
 bench: bench-deps
 	$(SWIFT) build -c release --product tessera-engine-bench
 	python3 Benchmarks/run.py --tessera "$$($(SWIFT) build -c release --show-bin-path)/tessera-engine-bench" $(BENCH_ARGS)
+
+# Differential checks against oracles nobody here wrote: the DASH plugin's segment URLs
+# against yt-dlp's fragment lists, Metalink outputs against aria2c's.
+conformance: deps
+	$(call ensure_packages,$(CONFORMANCE_PACKAGES))
+	$(SWIFT) build --product tessera
+	python3 Conformance/run.py --tessera "$$($(SWIFT) build --show-bin-path)/tessera" $(CONFORMANCE_ARGS)
 
 clean:
 	rm -rf .build

@@ -96,6 +96,10 @@ let package = Package(
             dependencies: [
                 "Tessera",
                 "TesseraTesting",
+                "PlayurlEntity",
+                "DASHEntity",
+                "MetalinkEntity",
+                "HLSEntity",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
             ]
         ),
@@ -115,6 +119,11 @@ let package = Package(
         ),
         .testTarget(
             name: "TesseraTests",
+            dependencies: ["Tessera", "TesseraTesting"]
+        ),
+        // Runs the built `tessera` executable, as its users do.
+        .testTarget(
+            name: "TesseraCLITests",
             dependencies: ["Tessera", "TesseraTesting"]
         ),
         .testTarget(

@@ -1,1 +1,271 @@
+import Foundation
 import Tessera
+
+/// The stored state of a ``MetalinkEntity``: which document, which file in it.
+public struct MetalinkEntityPayload: Codable, Sendable, Hashable {
+    /// The Metalink document's URL, as the user gave it (without a fragment).
+    public var metalinkURL: URL
+    /// The `name` of the file in the document, exactly as written there.
+    public var fileName: String
+    /// Mirror locations (ISO 3166-1 codes, lowercase) to try before the others, from
+    /// `--plugin-arg metalink:location=de,fr`; `nil` for none.
+    public var preferredLocations: [String]?
+
+    /// Creates a payload.
+    public init(metalinkURL: URL, fileName: String, preferredLocations: [String]? = nil) {
+        self.metalinkURL = metalinkURL
+        self.fileName = fileName
+        self.preferredLocations = preferredLocations
+    }
+}
+
+/// One file of a Metalink document (Metalink 4, RFC 5854; and Metalink 3.0): mirrors in priority
+/// order, the strongest whole-file hash, and piece hashes that make the file a set of byte
+/// ranges each verified on its own (a bad piece is fetched again from the next mirror).
+///
+/// A Metalink document is a group: ``EntityRegistry/makeEntities(for:context:)`` fetches it and
+/// makes one entity per `<file>`, keyed `<metalink URL>|<file name>` and grouped under the
+/// Metalink's URL. Each entity fetches the document again when it resolves (fresh mirrors,
+/// signed URLs) and describes only its own file, so a file with a hostile name or a broken
+/// element fails alone (``DownloadError/Code/unsafePath``, ``DownloadError/Code/manifestInvalid``)
+/// while the others download.
+///
+/// ```swift
+/// let registry = EntityRegistry()
+/// MetalinkEntity.register(in: registry)
+/// let entities = try await registry.makeEntities(
+///     for: EntityInput("https://example.com/release.meta4"), context: ResolveContext(engine: engine))
+/// for entity in entities { try await manager.start(entity) }
+/// ```
+///
+/// ``EntityRegistry/makeEntity(for:)`` cannot fetch, so it refuses Metalink inputs with
+/// ``DownloadError/Code/invalidRequest`` and points to `makeEntities`.
+public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, DownloadParserProtocol, @unchecked Sendable {
+    /// `metalink`.
+    override public class var entityType: String { "metalink" }
+
+    /// The plugin's name, also the prefix of its arguments (`--plugin-arg metalink:location=de`).
+    public static let pluginName = "metalink"
+
+    /// The `Content-Type`s of Metalink documents: `application/metalink4+xml` (RFC 5854) and
+    /// `application/metalink+xml` (Metalink 3).
+    public static let contentTypes = ["application/metalink4+xml", "application/metalink+xml"]
+
+    /// Accepts http(s) URLs whose path ends in `.meta4` or `.metalink` (a query may follow), and
+    /// URLs a probe found to be served with a Metalink `Content-Type`. Expands the document into
+    /// one entity per file.
+    public static let matcher = EntityMatcher(
+        plugin: pluginName,
+        summary: "Metalink 4 (.meta4) and 3 (.metalink) documents: one task per file, mirrors, piece hashes",
+        rules: [.urlPattern(#"^https?://[^?#]*\.(meta4|metalink)(\?[^#]*)?(#.*)?$"#), .contentType(contentTypes)],
+        expand: { input, key, context in
+            try await MetalinkEntity.entities(for: input, key: key, context: context)
+        },
+        make: { input, _ in
+            throw DownloadError(
+                .invalidRequest,
+                "\"\(MetalinkDocument.printable(input.text))\" is a Metalink document, which stands for several files: "
+                    + "make its entities with EntityRegistry.makeEntities(for:context:), which fetches it")
+        })
+
+    /// The matchers to register: ``matcher``.
+    public static var matchers: [EntityMatcher] { [matcher] }
+
+    /// Registers the entity type and its matchers.
+    public static func register(in registry: EntityRegistry) {
+        registry.register(MetalinkEntity.self, matchers: matchers)
+    }
+
+    /// Creates the entity for the file `fileName` of the Metalink at `metalinkURL` (its fragment
+    /// is dropped): key `<metalink URL>|<file name>` (`%`, `#` and control characters of the name
+    /// percent-encoded, so the task ID parses back), grouped under the Metalink's URL.
+    public convenience init(
+        metalinkURL: URL, fileName: String, preferredLocations: [String] = [], destinationDirectory: String = ""
+    ) {
+        let url = Self.withoutFragment(metalinkURL)
+        self.init(
+            payload: MetalinkEntityPayload(
+                metalinkURL: url, fileName: fileName, preferredLocations: preferredLocations.isEmpty ? nil : preferredLocations),
+            entityKey: url.absoluteString + "|" + Self.escapedKeyPart(fileName),
+            title: MetalinkDocument.printable(fileName), aggregationKey: url.absoluteString,
+            destinationDirectory: destinationDirectory)
+    }
+
+    /// Fetches the Metalink `key` names and returns one entity per file, in document order (a
+    /// second file with the same name is left out, with a warning).
+    ///
+    /// Only the document's shape is checked here; each file's details are checked when its
+    /// entity resolves. Arguments: `metalink:location=de,fr` tries mirrors in those countries first.
+    public static func entities(for input: EntityInput, key: String, context: ResolveContext) async throws(DownloadError)
+        -> [MetalinkEntity]
+    {
+        guard let url = URL(string: key) else {
+            throw DownloadError(.invalidRequest, "\"\(MetalinkDocument.printable(key))\" is not a URL")
+        }
+        let metalinkURL = withoutFragment(url)
+        let (xml, source) = try await context.fetchXML(metalinkURL)
+        let document = try MetalinkDocument(xml, url: source.url, maxFiles: context.maxSegments)
+        var seen = Set<String>()
+        var entities: [MetalinkEntity] = []
+        for entry in document.entries {
+            guard seen.insert(entry.name).inserted else {
+                context.logger.warning(
+                    "the Metalink lists a second file named \"\(MetalinkDocument.printable(entry.name))\" (line \(entry.line)); only the first is downloaded",
+                    metadata: ["metalink": "\(metalinkURL.absoluteString)"])
+                continue
+            }
+            entities.append(MetalinkEntity(
+                metalinkURL: metalinkURL, fileName: entry.name, preferredLocations: preferredLocations(input.arguments),
+                destinationDirectory: input.destinationDirectory))
+        }
+        return entities
+    }
+
+    /// Fetches the document again and describes this entity's file.
+    ///
+    /// A file name that would leave the destination directory is refused with
+    /// ``DownloadError/Code/unsafePath`` before anything is fetched.
+    public func resolve(in context: ResolveContext) async throws -> DownloadManifest {
+        let url = payload.metalinkURL
+        do {
+            _ = try SafePath.relative(payload.fileName)
+        } catch {
+            throw DownloadError(
+                .unsafePath, "\(error.message); the Metalink \(url.absoluteString) names it, and it is not downloaded",
+                url: url.absoluteString)
+        }
+        let (xml, source) = try await context.fetchXML(url)
+        let document = try MetalinkDocument(xml, url: source.url, maxFiles: context.maxSegments)
+        let file = try document.file(named: payload.fileName, maxPieces: context.maxSegments)
+        for note in file.notes + file.skippedMirrors.map({ "mirror skipped: \($0)" }) {
+            context.logger.debug("\(note)", metadata: ["metalink": "\(url.absoluteString)"])
+        }
+        return try Self.manifest(
+            for: file, in: document, maxSegments: context.maxSegments, splitting: context.splitting,
+            preferredLocations: payload.preferredLocations ?? [])
+    }
+
+    /// The manifest of one file: a single output named after the file (sub-directories kept).
+    ///
+    /// - With `<pieces>` and a `<size>`: byte-range segments of the piece length (the last one
+    ///   shorter), each with its piece hash, written in place (``DownloadOutput/Assembly/pieces``).
+    /// - Without pieces, a size of at least `splitting.minimumSize`: ranges of
+    ///   `splitting.pieceSize` without checksums (the whole-file hash checks them together).
+    /// - Otherwise one segment, the whole file, checked with the whole-file hash.
+    ///
+    /// Every segment lists every mirror in order (``MetalinkFile/mirrors``, those in
+    /// `preferredLocations` moved first); the output carries the strongest whole-file hash and the
+    /// size.
+    ///
+    /// - Throws: ``DownloadError/Code/unsafePath`` for a name that would leave the directory,
+    ///   ``DownloadError/Code/manifestTooLarge`` for more than `maxSegments` segments (counted
+    ///   before any is made), and the first skipped mirror's error when no http(s) mirror is left.
+    public static func manifest(
+        for file: MetalinkFile, in document: MetalinkDocument, maxSegments: Int = 1_000_000,
+        splitting: SplitPolicy = SplitPolicy(), preferredLocations: [String] = []
+    ) throws(DownloadError) -> DownloadManifest {
+        let shownName = MetalinkDocument.printable(file.name)
+        let name: String
+        do {
+            name = try SafePath.relative(file.name)
+        } catch {
+            throw DownloadError(
+                .unsafePath, "\(error.message) (the <file> at line \(file.line) of the Metalink \(document.url.absoluteString))",
+                url: document.url.absoluteString)
+        }
+        guard !file.mirrors.isEmpty else {
+            if file.skippedMirrors.isEmpty {
+                throw DownloadError(
+                    .manifestInvalid, "the file \"\(shownName)\" (line \(file.line)) has no <url> to download it from",
+                    url: document.url.absoluteString)
+            }
+            throw DownloadError(
+                .unsafeInput,
+                "the file \"\(shownName)\" (line \(file.line)) has no http or https mirror; skipped: "
+                    + file.skippedMirrors.prefix(5).joined(separator: "; "),
+                url: document.url.absoluteString)
+        }
+        let wanted = Set(preferredLocations.map { $0.lowercased() })
+        let ordered = file.mirrors.filter { $0.location.map(wanted.contains) ?? false }
+            + file.mirrors.filter { !($0.location.map(wanted.contains) ?? false) }
+        let urls = ordered.map(\.url)
+        let checksum = file.checksum
+
+        var metadata = file.metadata
+        metadata["metalink"] = document.version.rawValue
+        metadata["mirrors"] = "\(urls.count)"
+        if !file.skippedMirrors.isEmpty { metadata["skippedMirrors"] = "\(file.skippedMirrors.count)" }
+        if let checksum { metadata["checksum"] = checksum.description }
+
+        let output: DownloadOutput
+        if let size = file.size, size > 0, let pieces = file.pieces {
+            // The reader checked that the count matches the size and the limit.
+            let count = pieces.hashes.count
+            guard count <= maxSegments else { throw tooMany(count, shownName, maxSegments) }
+            var segments: [DownloadSegment] = []
+            segments.reserveCapacity(count)
+            for (index, hash) in pieces.hashes.enumerated() {
+                let offset = Int64(index) * pieces.length
+                let length = min(pieces.length, size - offset)
+                segments.append(DownloadSegment(
+                    urls: urls, range: ByteRange(offset: offset, length: length), expectedSize: length, checksum: hash,
+                    offset: offset))
+            }
+            metadata["pieces"] = "\(count) × \(pieces.length) bytes, \(pieces.algorithm.textualName)"
+            output = DownloadOutput(name: name, assembly: .pieces, segments: segments, expectedSize: size, checksum: checksum)
+        } else if let size = file.size, size > 0, size >= splitting.minimumSize, splitting.pieceSize > 0 {
+            let count = size / splitting.pieceSize + (size % splitting.pieceSize == 0 ? 0 : 1)
+            guard count <= Int64(maxSegments) else { throw tooMany(count, shownName, maxSegments) }
+            var segments: [DownloadSegment] = []
+            segments.reserveCapacity(Int(count))
+            var offset: Int64 = 0
+            while offset < size {
+                let length = min(splitting.pieceSize, size - offset)
+                segments.append(DownloadSegment(
+                    urls: urls, range: ByteRange(offset: offset, length: length), expectedSize: length, offset: offset))
+                offset += length
+            }
+            output = DownloadOutput(name: name, assembly: .pieces, segments: segments, expectedSize: size, checksum: checksum)
+        } else {
+            guard maxSegments >= 1 else { throw tooMany(1, shownName, maxSegments) }
+            output = DownloadOutput(
+                name: name,
+                segments: [DownloadSegment(urls: urls, expectedSize: file.size, checksum: checksum)],
+                expectedSize: file.size, checksum: checksum)
+        }
+        return DownloadManifest(title: file.name, outputs: [output], sourceURL: document.url, metadata: metadata)
+    }
+
+    // MARK: - Helpers
+
+    private static func tooMany(_ count: some BinaryInteger, _ name: String, _ limit: Int) -> DownloadError {
+        DownloadError(.manifestTooLarge, "the file \"\(name)\" would be \(count) segments, more than the limit of \(limit)")
+    }
+
+    /// `metalink:location=de,fr` as a list.
+    static func preferredLocations(_ arguments: PluginArguments) -> [String] {
+        (arguments[pluginName]["location"] ?? "").split(separator: ",").map {
+            $0.trimmingCharacters(in: .whitespaces).lowercased()
+        }.filter { !$0.isEmpty }
+    }
+
+    static func withoutFragment(_ url: URL) -> URL {
+        guard url.fragment != nil, var components = URLComponents(url: url, resolvingAgainstBaseURL: true) else { return url }
+        components.fragment = nil
+        return components.url ?? url
+    }
+
+    /// The name with `%`, `#` and control characters percent-encoded.
+    static func escapedKeyPart(_ name: String) -> String {
+        var result = ""
+        for scalar in name.unicodeScalars {
+            switch scalar.value {
+            case 0..<0x20, 0x7F, 0x23, 0x25:
+                result += String(format: "%%%02X", scalar.value)
+            default:
+                result.unicodeScalars.append(scalar)
+            }
+        }
+        return result
+    }
+}

@@ -61,7 +61,7 @@ extension Checksum {
         guard actual != self else { return }
         let subject = range.map { "\(path) (bytes \($0))" } ?? path
         throw DownloadError(
-            .checksumMismatch, "\(algorithm) of \(subject) is \(actual.hexDigest), expected \(hexDigest)")
+            .checksumMismatch, "checksum mismatch: \(algorithm) of \(subject) is \(actual.hexDigest), expected \(hexDigest)")
     }
 
     /// The error for a file that ends before `range` does.

@@ -555,12 +555,30 @@ struct TaskRun: Sendable {
     }
 }
 
-/// The keys of encrypted segments, fetched once per run.
+/// The keys of encrypted segments, fetched once per run: concurrent segments that share a key
+/// wait for the one fetch in flight instead of each asking the server.
 private final class KeyStore: Sendable {
-    private let keys = Mutex<[URL: [UInt8]]>([:])
+    private let keys = Mutex<[URL: Task<[UInt8], any Error>]>([:])
 
     func key(for url: URL, engine: CurlEngine, headers: HTTPHeaders) async throws -> [UInt8] {
-        if let key = keys.withLock({ $0[url] }) { return key }
+        let fetch = keys.withLock { keys in
+            if let fetch = keys[url] { return fetch }
+            let fetch = Task { try await Self.fetch(url, engine: engine, headers: headers) }
+            keys[url] = fetch
+            return fetch
+        }
+        do {
+            return try await fetch.value
+        } catch {
+            // A failed fetch is not remembered: the next segment's retry asks again.
+            keys.withLock { keys in
+                if keys[url] == fetch { keys[url] = nil }
+            }
+            throw error
+        }
+    }
+
+    private static func fetch(_ url: URL, engine: CurlEngine, headers: HTTPHeaders) async throws -> [UInt8] {
         try URLSafety.check(url, context: "the key URL")
         var request = TransferRequest.fetch(url, limit: 64, headers: headers)
         request.acceptsCompression = false
@@ -569,7 +587,6 @@ private final class KeyStore: Sendable {
         guard key.count == 16 else {
             throw DownloadError(.cryptoFailure, "the key at \(url.absoluteString) has \(key.count) bytes, AES-128 needs 16", url: url.absoluteString)
         }
-        keys.withLock { $0[url] = key }
         return key
     }
 }

@@ -188,20 +188,20 @@ import Glibc
         let wrong = Checksum.compute(.sha256, bytes: Array("abd".utf8))
         let error = #expect(throws: DownloadError.self) { try wrong.verify(fileAt: path) }
         #expect(error?.code == .checksumMismatch)
-        #expect(error?.message == "sha256 of \(path) is \(right.hexDigest), expected \(wrong.hexDigest)")
+        #expect(error?.message == "checksum mismatch: sha256 of \(path) is \(right.hexDigest), expected \(wrong.hexDigest)")
         #expect(error?.isTransient == false)
 
         let ranged = #expect(throws: DownloadError.self) {
             try right.verify(fileAt: path, range: ByteRange(offset: 1, length: 2))
         }
         let bc = Checksum.compute(.sha256, bytes: Array("bc".utf8))
-        #expect(ranged?.message == "sha256 of \(path) (bytes 1-2) is \(bc.hexDigest), expected \(right.hexDigest)")
+        #expect(ranged?.message == "checksum mismatch: sha256 of \(path) (bytes 1-2) is \(bc.hexDigest), expected \(right.hexDigest)")
 
         let md5 = Checksum.compute(.md5, bytes: Array("abc".utf8))
         try md5.verify(fileAt: path)
         let md5Error = #expect(throws: DownloadError.self) {
             try md5.verify(fileAt: path, range: ByteRange(offset: 0, length: 2))
         }
-        #expect(md5Error?.message.hasPrefix("md5 of \(path)") == true)
+        #expect(md5Error?.message.hasPrefix("checksum mismatch: md5 of \(path)") == true)
     }
 }

@@ -1,0 +1,245 @@
+import Foundation
+import Tessera
+
+/// Reads an MPD's XML tree into an ``MPD``: checks the root and namespace, refuses live
+/// presentations, computes the periods' timing and resolves BaseURLs level by level.
+struct MPDReader {
+    /// The MPEG-DASH namespace (ISO/IEC 23009-1).
+    static let namespace = "urn:mpeg:dash:schema:mpd:2011"
+    /// The XLink namespace (remote elements).
+    static let xlinkNamespace = "http://www.w3.org/1999/xlink"
+    /// At most this many BaseURL candidates are kept at each level; the product of several
+    /// levels of mirrors would otherwise grow without bound.
+    static let maxMirrors = 8
+
+    let document: XMLDocument
+    /// The MPD's URL after redirects: relative BaseURLs and segment URLs resolve against it.
+    let url: URL
+
+    func read() throws(DownloadError) -> MPD {
+        let root = document.root
+        guard root.name == "MPD", root.namespaceURI == Self.namespace else {
+            let namespace = root.namespaceURI.map { "in the namespace \"\($0)\"" } ?? "in no namespace"
+            if root.name == "MPD" {
+                throw DownloadError(
+                    .manifestInvalid,
+                    "the document's root <MPD> is \(namespace), not in MPEG-DASH's \"\(Self.namespace)\"; it is not an MPD this plugin reads",
+                    url: url.absoluteString)
+            }
+            throw DownloadError(
+                .manifestInvalid,
+                "the document is not an MPEG-DASH MPD: its root is \(root.description) \(namespace), not <MPD> in \"\(Self.namespace)\"",
+                url: url.absoluteString)
+        }
+        let type = root[attribute: "type"]?.trimmingCharacters(in: .whitespaces) ?? "static"
+        if type == "dynamic" {
+            throw DownloadError(
+                .unsupportedContent, "live streams are not supported: the MPD is type=\"dynamic\"", url: url.absoluteString)
+        }
+        guard type == "static" else {
+            throw MPDErrors.invalid(root, "has the unknown type \"\(type)\" (expected \"static\" or \"dynamic\")")
+        }
+        let duration = try MPDErrors.duration(root, "mediaPresentationDuration")
+        let title = root.firstChild(named: "ProgramInformation", namespaceURI: Self.namespace)?
+            .firstChild(named: "Title", namespaceURI: Self.namespace)?.text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let mpdBases = try bases(of: root, parents: [url])
+
+        let periodElements = root.children(named: "Period", namespaceURI: Self.namespace)
+        guard !periodElements.isEmpty else { throw MPDErrors.invalid(root, "has no <Period>") }
+        // Starts: @start, else the previous period's start plus its duration (static MPDs).
+        var starts: [Int128] = []
+        var explicitDurations: [Int128?] = []
+        for (index, period) in periodElements.enumerated() {
+            try refuseRemote(period)
+            let explicitStart = try MPDErrors.duration(period, "start")
+            let explicitDuration = try MPDErrors.duration(period, "duration")
+            let start: Int128
+            if let explicitStart {
+                start = explicitStart
+            } else if index == 0 {
+                start = 0
+            } else if let previous = explicitDurations[index - 1] {
+                start = starts[index - 1] + previous
+            } else {
+                throw MPDErrors.invalid(
+                    period, "has no @start and the period before it has no @duration, so it cannot be placed in time")
+            }
+            starts.append(start)
+            explicitDurations.append(explicitDuration)
+        }
+        var periods: [MPDPeriod] = []
+        for (index, element) in periodElements.enumerated() {
+            var periodDuration = explicitDurations[index]
+            if periodDuration == nil {
+                if index + 1 < periodElements.count {
+                    periodDuration = starts[index + 1] - starts[index]
+                } else if let duration {
+                    periodDuration = duration - starts[index]
+                }
+            }
+            if let value = periodDuration, value < 0 {
+                throw MPDErrors.invalid(element, "ends before it starts (the next period or the presentation ends first)")
+            }
+            let periodBases = try bases(of: element, parents: mpdBases)
+            var sets: [MPDAdaptationSet] = []
+            for set in element.children(named: "AdaptationSet", namespaceURI: Self.namespace) {
+                try refuseRemote(set)
+                sets.append(try adaptationSet(set, period: element, periodIndex: index, parents: periodBases))
+            }
+            periods.append(MPDPeriod(
+                element: element, index: index, id: element[attribute: "id"], start: starts[index], duration: periodDuration,
+                adaptationSets: sets))
+        }
+        return MPD(title: title?.isEmpty == false ? title : nil, duration: duration, profiles: root[attribute: "profiles"], periods: periods)
+    }
+
+    private func adaptationSet(
+        _ set: XMLElement, period: XMLElement, periodIndex: Int, parents: [URL]
+    ) throws(DownloadError) -> MPDAdaptationSet {
+        let setBases = try bases(of: set, parents: parents)
+        let setProtections = protections(of: set)
+        var representations: [MPDRepresentation] = []
+        for element in set.children(named: "Representation", namespaceURI: Self.namespace) {
+            guard let id = element[attribute: "id"], !id.isEmpty else {
+                throw MPDErrors.invalid(element, "has no @id (every Representation needs one)")
+            }
+            let mimeType = element[attribute: "mimeType"] ?? set[attribute: "mimeType"]
+            let codecs = element[attribute: "codecs"] ?? set[attribute: "codecs"]
+            let contentType = set[attribute: "contentType"]
+                ?? set.firstChild(named: "ContentComponent", namespaceURI: Self.namespace)?[attribute: "contentType"]
+            representations.append(MPDRepresentation(
+                element: element, adaptationSet: set, period: period, periodIndex: periodIndex, id: id,
+                bandwidth: try MPDErrors.integer(element, "bandwidth"),
+                width: try Self.inherited(element, set, "width").map(Int.init),
+                height: try Self.inherited(element, set, "height").map(Int.init),
+                codecs: codecs, mimeType: mimeType, language: set[attribute: "lang"],
+                kind: Self.kind(contentType: contentType, mimeType: mimeType, codecs: codecs),
+                bases: try bases(of: element, parents: setBases),
+                protections: setProtections + protections(of: element)))
+        }
+        return MPDAdaptationSet(element: set, representations: representations)
+    }
+
+    /// A whole-number attribute of the representation, else of its adaptation set.
+    private static func inherited(_ element: XMLElement, _ set: XMLElement, _ name: String) throws(DownloadError) -> Int64? {
+        if let own = try MPDErrors.integer(element, name) { return own }
+        return try MPDErrors.integer(set, name)
+    }
+
+    /// `ContentProtection` children of an element.
+    private func protections(of element: XMLElement) -> [MPDProtection] {
+        element.children(named: "ContentProtection", namespaceURI: Self.namespace).map {
+            MPDProtection(scheme: $0[attribute: "schemeIdUri"] ?? "(no schemeIdUri)", value: $0[attribute: "value"], line: $0.line)
+        }
+    }
+
+    /// Remote elements (`xlink:href`) would need another fetch and a merge; they are refused
+    /// rather than silently downloaded without their content.
+    private func refuseRemote(_ element: XMLElement) throws(DownloadError) {
+        if let href = element.attribute("href", namespaceURI: Self.xlinkNamespace) {
+            throw DownloadError(
+                .unsupportedContent,
+                "the MPD's \(element.description) is a remote element (xlink:href=\"\(SafePathText.printable(href))\"), which is not supported",
+                url: url.absoluteString)
+        }
+    }
+
+    /// The BaseURL candidates of `element`: its `BaseURL` children, in order (the first is the
+    /// primary, the others mirrors), each resolved against every parent candidate; the parents
+    /// themselves when it has none. Absolute BaseURLs reset the chain. Duplicates are dropped
+    /// and at most ``maxMirrors`` are kept.
+    func bases(of element: XMLElement, parents: [URL]) throws(DownloadError) -> [URL] {
+        let children = element.children(named: "BaseURL", namespaceURI: Self.namespace)
+        guard !children.isEmpty else { return parents }
+        var result: [URL] = []
+        var seen = Set<String>()
+        for parent in parents {
+            for child in children {
+                let text = child.text.trimmingCharacters(in: .whitespacesAndNewlines)
+                let resolved: URL
+                if text.isEmpty {
+                    resolved = parent
+                } else {
+                    do {
+                        resolved = try URLSafety.resolve(text, against: parent, context: "BaseURL at line \(child.line)")
+                    } catch {
+                        throw DownloadError(error.code, "the MPD's " + error.message, url: url.absoluteString)
+                    }
+                }
+                if result.count < Self.maxMirrors, seen.insert(resolved.absoluteString).inserted { result.append(resolved) }
+            }
+        }
+        return result
+    }
+
+    /// The kind of track: from the adaptation set's `@contentType` (or its `ContentComponent`),
+    /// else the MIME type, refined by the codecs (a video MIME type with an audio codec as
+    /// well is muxed; `stpp` and `wvtt` are subtitles).
+    static func kind(contentType: String?, mimeType: String?, codecs: String?) -> MediaInfo.Kind {
+        let codecList = (codecs ?? "").lowercased().split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        let videoCodecs = ["avc1", "avc3", "hev1", "hvc1", "dvh1", "dvhe", "vp08", "vp8", "vp09", "vp9", "av01", "mp4v"]
+        let audioCodecs = ["mp4a", "ac-3", "ec-3", "ac-4", "opus", "vorbis", "flac", "dtsc", "dtse", "dtsh", "dtsl", "mha1", "mhm1", "alac"]
+        let textCodecs = ["stpp", "wvtt", "tx3g", "c608", "c708"]
+        func has(_ family: [String]) -> Bool {
+            codecList.contains { codec in family.contains { codec == $0 || codec.hasPrefix($0 + ".") } }
+        }
+        let hasVideo = has(videoCodecs), hasAudio = has(audioCodecs)
+        switch contentType?.lowercased() {
+        case "video": return hasAudio && hasVideo ? .muxed : .video
+        case "audio": return .audio
+        case "text": return .subtitles
+        case "image": return .other
+        default: break
+        }
+        let mime = (mimeType ?? "").lowercased()
+        if mime.hasPrefix("video/") { return hasAudio && hasVideo ? .muxed : (hasAudio && !hasVideo ? .audio : .video) }
+        if mime.hasPrefix("audio/") { return .audio }
+        if mime.hasPrefix("text/") || mime == "application/ttml+xml" || has(textCodecs) { return .subtitles }
+        if mime.hasPrefix("image/") { return .other }
+        if hasVideo { return hasAudio ? .muxed : .video }
+        if hasAudio { return .audio }
+        return .other
+    }
+}
+
+/// Error messages that point at the element and line.
+enum MPDErrors {
+    /// "the MPD's <X> at line N …", code ``DownloadError/Code/manifestInvalid``.
+    static func invalid(_ element: XMLElement, _ text: String) -> DownloadError {
+        DownloadError(.manifestInvalid, "the MPD's \(element.description) \(text)")
+    }
+
+    /// A non-negative whole number attribute, or `nil` when absent.
+    static func integer(_ element: XMLElement, _ name: String) throws(DownloadError) -> Int64? {
+        guard let text = element[attribute: name] else { return nil }
+        guard let value = Int64(text.trimmingCharacters(in: .whitespaces)), value >= 0 else {
+            throw invalid(element, "has @\(name)=\"\(SafePathText.printable(text))\", which is not a whole number ≥ 0")
+        }
+        return value
+    }
+
+    /// A positive whole number attribute, or `nil` when absent.
+    static func positive(_ element: XMLElement, _ name: String) throws(DownloadError) -> Int64? {
+        guard let value = try integer(element, name) else { return nil }
+        guard value > 0 else { throw invalid(element, "has @\(name)=\"0\"; it must be greater than zero") }
+        return value
+    }
+
+    /// An `xs:duration` attribute in nanoseconds, or `nil` when absent.
+    static func duration(_ element: XMLElement, _ name: String) throws(DownloadError) -> Int128? {
+        guard let text = element[attribute: name] else { return nil }
+        guard let value = MPDTime.parseDuration(text) else {
+            throw invalid(
+                element, "has @\(name)=\"\(SafePathText.printable(text))\", which is not an ISO 8601 duration such as PT1H2M3.5S")
+        }
+        return value
+    }
+}
+
+/// Untrusted text made safe to quote in a message.
+enum SafePathText {
+    /// Control characters replaced by `?`, cut to 200 characters.
+    static func printable(_ text: String) -> String {
+        String(String(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) }).prefix(200))
+    }
+}

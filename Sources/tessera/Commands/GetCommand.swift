@@ -1,0 +1,139 @@
+import ArgumentParser
+import Foundation
+import Tessera
+
+/// `tessera get`: download inputs.
+struct GetCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "get",
+        abstract: "Download URLs and plugin inputs.",
+        discussion: """
+            Plain URLs are saved under their own name (the server's Content-Disposition name when \
+            it sends one), made unique with a number, never overwriting a file. Manifests (.mpd, \
+            .m3u8, .meta4) are recognised by their name or Content-Type. Ctrl-C pauses; the same \
+            command run again continues where it stopped.
+            """
+    )
+
+    @OptionGroup var input: InputOptions
+    @OptionGroup var download: DownloadOptions
+    @OptionGroup var network: NetworkOptions
+    @OptionGroup var state: StateOptions
+    @OptionGroup var output: DisplayOptions
+
+    func run() async throws {
+        try await DownloadRun(input: input, download: download, network: network, state: state, output: output, mode: .download).execute()
+    }
+}
+
+/// `tessera cache`: fill the segment cache (ZZDownloader's startCache).
+struct CacheCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "cache",
+        abstract: "Fetch inputs' segments into the segment cache only; a later `get` completes from the cache."
+    )
+
+    @OptionGroup var input: InputOptions
+    @OptionGroup var download: DownloadOptions
+    @OptionGroup var network: NetworkOptions
+    @OptionGroup var state: StateOptions
+    @OptionGroup var output: DisplayOptions
+
+    func validate() throws {
+        if state.noCache { throw ValidationError("`cache` needs the cache: drop --no-cache") }
+    }
+
+    func run() async throws {
+        try await DownloadRun(input: input, download: download, network: network, state: state, output: output, mode: .cacheOnly).execute()
+    }
+}
+
+/// Options of commands that download.
+struct DownloadOptions: ParsableArguments {
+    @Option(name: .shortAndLong, help: ArgumentHelp("The download directory.", valueName: "dir"))
+    var output: String = "downloads"
+
+    @Option(name: .customShort("j"), help: ArgumentHelp("Tasks at once.", valueName: "n"))
+    var jobs: Int = 3
+
+    @Option(name: .customShort("N"), help: ArgumentHelp("Segment transfers at once, over all tasks.", valueName: "n"))
+    var segments: Int = 16
+
+    func validate() throws {
+        guard jobs >= 1 else { throw ValidationError("-j must be at least 1") }
+        guard segments >= 1 else { throw ValidationError("-N must be at least 1") }
+    }
+}
+
+/// The body of `get` and `cache`.
+struct DownloadRun {
+    var input: InputOptions
+    var download: DownloadOptions
+    var network: NetworkOptions
+    var state: StateOptions
+    var output: DisplayOptions
+    var mode: DownloadTaskMode
+
+    func execute() async throws {
+        let inputs = try input.allInputs()
+        let arguments = try input.parsedPluginArguments()
+        let format = try input.formatSelector()
+        let display = Display(json: output.json, quiet: output.quiet)
+        if let problem = writableDirectoryProblem(absolute(download.output)) {
+            display.standardError("tessera: cannot write to the download directory \(absolute(download.output)): \(problem)")
+            throw ExitCode(1)
+        }
+        let session: Session
+        do {
+            session = try Session.open(Session.Settings(
+                downloadRoot: download.output, jobs: download.jobs, segments: download.segments, network: network, state: state))
+        } catch {
+            display.standardError("tessera: \(describe(error))")
+            throw ExitCode(1)
+        }
+        let events = session.manager.events()
+        let report = try await session.manager.restore(resuming: false)
+        for (id, error) in report.skipped {
+            display.standardError("tessera: the stored task \(id) is skipped: \(error.message)")
+        }
+        let resolver = InputResolver(
+            registry: session.registry, context: session.resolveContext, arguments: arguments, format: format)
+        var ids: [DownloadTaskID] = []
+        var inputErrors = 0
+        for text in inputs {
+            do {
+                for entity in try await resolver.entities(for: text) {
+                    let info = mode == .cacheOnly ? try await session.manager.startCache(entity) : try await session.manager.start(entity)
+                    if !ids.contains(info.id) { ids.append(info.id) }
+                }
+            } catch {
+                display.inputError(text, error)
+                inputErrors += 1
+            }
+        }
+        let runner = TaskRunner(session: session, display: display)
+        let outcome = await runner.run(ids, events: events, inputErrors: inputErrors)
+        runner.summarize(outcome)
+        await session.close()
+        if outcome.exitCode != 0 { throw ExitCode(outcome.exitCode) }
+    }
+}
+
+/// Why `path` cannot be used as a download directory (creating it when missing), or `nil`.
+/// The cause is the system's own words for the first component that fails (`Not a directory`,
+/// `Permission denied`, `Read-only file system`).
+func writableDirectoryProblem(_ path: String) -> String? {
+    var prefix = path.hasPrefix("/") ? "" : "."
+    for component in path.split(separator: "/") {
+        prefix += "/" + component
+        var status = stat()
+        if stat(prefix, &status) == 0 {
+            if status.st_mode & S_IFMT != S_IFDIR { return "\(prefix) is not a directory" }
+            continue
+        }
+        guard errno == ENOENT else { return "\(prefix): \(String(cString: strerror(errno)))" }
+        if mkdir(prefix, 0o755) != 0 && errno != EEXIST { return "cannot create \(prefix): \(String(cString: strerror(errno)))" }
+    }
+    guard access(path, W_OK | X_OK) == 0 else { return String(cString: strerror(errno)) }
+    return nil
+}

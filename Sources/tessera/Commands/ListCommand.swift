@@ -1,0 +1,108 @@
+import ArgumentParser
+import Foundation
+import Tessera
+
+/// `tessera list`: the tasks and groups in the store.
+struct ListCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "list", abstract: "List the tasks and groups in the store.")
+
+    @OptionGroup var state: StateOptions
+
+    @Flag(help: "One JSON document.")
+    var json = false
+
+    func run() async throws {
+        let path = state.directory + "/tessera.sqlite"
+        guard FileManager.default.fileExists(atPath: path) else {
+            if json { print(#"{"groups":[],"tasks":[]}"#) } else { print("No tasks (no store at \(path)).") }
+            return
+        }
+        let store: SQLiteDownloadStore
+        let stored: [StoredTask]
+        do {
+            store = try SQLiteDownloadStore(path: path)
+            stored = try await store.loadAll()
+        } catch {
+            FileHandle.standardError.write(Data("tessera: \(describe(error))\n".utf8))
+            throw ExitCode(1)
+        }
+        let rows = stored.map(Row.init)
+        var groups: [String: [Row]] = [:]
+        for row in rows { if let group = row.group { groups[group, default: []].append(row) } }
+        if json {
+            let document: [String: Any] = [
+                "tasks": rows.map(\.object),
+                "groups": groups.keys.sorted().map { key in
+                    let children = groups[key]!
+                    return [
+                        "key": key, "children": children.map(\.id),
+                        "bytesDone": children.reduce(Int64(0)) { $0 + $1.done },
+                        "states": Dictionary(grouping: children, by: \.state).mapValues(\.count),
+                    ] as [String: Any]
+                },
+            ]
+            let data = try JSONSerialization.data(withJSONObject: document, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
+            FileHandle.standardOutput.write(data + Data("\n".utf8))
+            return
+        }
+        if rows.isEmpty {
+            print("No tasks.")
+            return
+        }
+        print("STATE        DONE                   TASK")
+        for row in rows { print(row.line) }
+        for key in groups.keys.sorted() {
+            let children = groups[key]!
+            let done = children.filter { $0.state == "completed" }.count
+            print("group \(key): \(done) of \(children.count) completed")
+        }
+        for unreadable in store.unreadableTasks {
+            print("unreadable: \(unreadable.error.message)")
+        }
+    }
+
+    struct Row {
+        var id: String
+        var title: String
+        var state: String
+        var done: Int64
+        var total: Int64?
+        var group: String?
+        var error: String?
+        var outputs: [String]
+
+        init(_ stored: StoredTask) {
+            id = stored.task.id.description
+            title = stored.task.manifest?.title ?? stored.entity.title
+            state = stored.task.state.description
+            group = stored.entity.aggregationKey
+            error = stored.task.lastError?.message
+            let working = (stored.task.manifest?.outputs ?? []).enumerated().filter { stored.task.mode == .cacheOnly || $0.element.isSelected }
+            outputs = working.map(\.element.name)
+            var total: Int64? = 0
+            for (_, output) in working {
+                if let size = output.knownSize { total = total.map { $0 + size } } else { total = nil }
+            }
+            self.total = stored.task.manifest == nil ? nil : total
+            let segments = stored.segments
+            done = segments.reduce(Int64(0)) { $0 + $1.bytesWritten }
+            if stored.task.state == .completed, let total = self.total { done = total }
+        }
+
+        var object: [String: Any] {
+            var object: [String: Any] = ["id": id, "title": title, "state": state, "bytesDone": done, "outputs": outputs]
+            if let total { object["bytesTotal"] = total }
+            if let group { object["group"] = group }
+            if let error { object["error"] = error }
+            return object
+        }
+
+        var line: String {
+            let amount = ByteCount.format(done) + (total.map { " / " + ByteCount.format($0) } ?? "")
+            var text = "\(state.padding(toLength: 12, withPad: " ", startingAt: 0)) \(amount.padding(toLength: 22, withPad: " ", startingAt: 0)) \(id)"
+            if title != id { text += "  \(title)" }
+            if let error, state != "completed" { text += " — \(error)" }
+            return text
+        }
+    }
+}

@@ -1,0 +1,191 @@
+import ArgumentParser
+import Foundation
+import Tessera
+
+/// What the task commands share: finding tasks by key and reaching a running `tessera`.
+struct TaskSelection {
+    /// The tasks `keys` name: a task ID (`type:key#variant`), an entity key, or a piece of an ID
+    /// that only one task has.
+    static func resolve(_ keys: [String], among known: [DownloadTaskID]) throws -> [DownloadTaskID] {
+        var ids: [DownloadTaskID] = []
+        for key in keys {
+            let exact = known.filter { $0.description == key || $0.entityKey == key }
+            let matches = exact.isEmpty ? known.filter { $0.description.contains(key) } : exact
+            guard !matches.isEmpty else { throw DownloadError(.invalidState, "no task matches \"\(key)\" (see `tessera list`)") }
+            guard matches.count == 1 else {
+                throw DownloadError(.invalidState, "\"\(key)\" matches \(matches.count) tasks: \(matches.prefix(5).map(\.description).joined(separator: ", "))")
+            }
+            if !ids.contains(matches[0]) { ids.append(matches[0]) }
+        }
+        return ids
+    }
+
+    /// Opens a session when no other `tessera` holds the state directory; `nil` when one does.
+    static func openUnlessBusy(_ settings: Session.Settings) throws -> Session? {
+        do {
+            return try Session.open(settings)
+        } catch let error as DownloadError where error.message.contains("another tessera") {
+            return nil
+        }
+    }
+
+    /// Sends commands to the running `tessera` and waits (briefly) for it to take them.
+    static func post(_ action: String, _ keys: [String], state: StateOptions, deleteFiles: Bool = false) async throws {
+        let store = try SQLiteDownloadStore(path: state.directory + "/tessera.sqlite")
+        let stored = try await store.loadAll()
+        let ids = try resolve(keys, among: stored.map(\.task.id))
+        let mailbox = CommandMailbox(stateDirectory: state.directory)
+        var files: [String] = []
+        for id in ids {
+            files.append(try mailbox.post(.init(action: action, id: id.description, deleteFiles: deleteFiles)))
+        }
+        let deadline = ContinuousClock.now + .seconds(5)
+        while files.contains(where: FileManager.default.fileExists), ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        for id in ids { print("\(action) sent to the running tessera: \(id)") }
+    }
+}
+
+/// `tessera pause`.
+struct PauseCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "pause", abstract: "Pause tasks (in a running tessera too); `resume` or `get` continues them.")
+
+    @Argument(help: "Task IDs, entity keys, or a piece of an ID (see `tessera list`).")
+    var keys: [String]
+
+    @OptionGroup var state: StateOptions
+
+    func run() async throws {
+        try await TaskCommand.run(action: "pause", keys: keys, state: state)
+    }
+}
+
+/// `tessera resume`.
+struct ResumeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "resume", abstract: "Continue tasks from the store (all unfinished ones with --all) and follow them.")
+
+    @Argument(help: "Task IDs, entity keys, or a piece of an ID (see `tessera list`).")
+    var keys: [String] = []
+
+    @Flag(help: "Every task that is not finished.")
+    var all = false
+
+    @OptionGroup var download: DownloadOptions
+    @OptionGroup var network: NetworkOptions
+    @OptionGroup var state: StateOptions
+    @OptionGroup var output: DisplayOptions
+
+    func validate() throws {
+        if keys.isEmpty && !all { throw ValidationError("name tasks to resume, or --all") }
+    }
+
+    func run() async throws {
+        let settings = Session.Settings(downloadRoot: download.output, jobs: download.jobs, segments: download.segments, network: network, state: state)
+        guard let session = try TaskSelection.openUnlessBusy(settings) else {
+            try await TaskSelection.post("resume", keys, state: state)
+            return
+        }
+        let display = Display(json: output.json, quiet: output.quiet)
+        let events = session.manager.events()
+        do {
+            try await session.manager.restore(resuming: false)
+            let infos = await session.manager.checkAll()
+            let ids = all ? infos.filter { !$0.state.isFinal }.map(\.id) : try TaskSelection.resolve(keys, among: infos.map(\.id))
+            for id in ids { try await session.manager.resume(id) }
+            let runner = TaskRunner(session: session, display: display)
+            let outcome = await runner.run(ids, events: events, inputErrors: 0)
+            runner.summarize(outcome)
+            await session.close()
+            if outcome.exitCode != 0 { throw ExitCode(outcome.exitCode) }
+        } catch let error as DownloadError {
+            display.standardError("tessera: \(error.message)")
+            await session.close()
+            throw ExitCode(1)
+        }
+    }
+}
+
+/// `tessera remove`.
+struct RemoveCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "remove", abstract: "Remove tasks and their partial files (and their outputs with --delete-files).")
+
+    @Argument(help: "Task IDs, entity keys, or a piece of an ID (see `tessera list`).")
+    var keys: [String]
+
+    @Flag(name: .customLong("delete-files"), help: "Delete the finished outputs too.")
+    var deleteFiles = false
+
+    @OptionGroup var state: StateOptions
+
+    func run() async throws {
+        try await TaskCommand.run(action: "remove", keys: keys, state: state, deleteFiles: deleteFiles)
+    }
+}
+
+/// `pause` and `remove`: on the store, or through the running `tessera`.
+enum TaskCommand {
+    static func run(action: String, keys: [String], state: StateOptions, deleteFiles: Bool = false) async throws {
+        do {
+            var settings = Session.Settings()
+            settings.state = state
+            guard let session = try TaskSelection.openUnlessBusy(settings) else {
+                try await TaskSelection.post(action, keys, state: state, deleteFiles: deleteFiles)
+                return
+            }
+            try await session.manager.restore(resuming: false)
+            let ids = try TaskSelection.resolve(keys, among: await session.manager.checkAll().map(\.id))
+            for id in ids {
+                if action == "pause" {
+                    await session.manager.stop(id)
+                    print("paused \(id)")
+                } else {
+                    await session.manager.remove(id, deletingFiles: deleteFiles)
+                    print("removed \(id)")
+                }
+            }
+            // Let a removal delete its files before the process ends.
+            try await Task.sleep(for: .milliseconds(200))
+            await session.close()
+        } catch let error as DownloadError {
+            FileHandle.standardError.write(Data("tessera: \(error.message)\n".utf8))
+            throw ExitCode(1)
+        }
+    }
+}
+
+/// `tessera plugins`.
+struct PluginsCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "plugins", abstract: "List the entity plugins and what they accept.")
+
+    @Flag(help: "One JSON document.")
+    var json = false
+
+    func run() throws {
+        let registry = makeRegistry()
+        let rows = registry.matchers.map { matcher -> [String: Any] in
+            ["plugin": matcher.plugin, "summary": matcher.summary, "priority": matcher.priority, "accepts": matcher.rules.map(describe)]
+        }
+        if json {
+            let data = try JSONSerialization.data(withJSONObject: ["plugins": rows, "entityTypes": registry.entityTypeNames], options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
+            FileHandle.standardOutput.write(data + Data("\n".utf8))
+            return
+        }
+        for matcher in registry.matchers {
+            print("\(matcher.plugin.padding(toLength: 10, withPad: " ", startingAt: 0)) \(matcher.summary)")
+            print("           accepts: \(matcher.rules.map(describe).joined(separator: "; "))")
+        }
+    }
+
+    func describe(_ rule: EntityMatcher.Rule) -> String {
+        switch rule {
+        case .scheme(let scheme): "\(scheme):KEY"
+        case .urlPattern(let pattern): "URLs matching \(pattern)"
+        case .contentType(let types): "Content-Type \(types.joined(separator: ", "))"
+        case .anyURL: "any http(s) URL"
+        }
+    }
+}

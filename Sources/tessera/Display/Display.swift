@@ -1,0 +1,233 @@
+import Foundation
+import Synchronization
+import Tessera
+
+/// How a run reports: a live board on a terminal, a line per state change otherwise, or JSON
+/// lines. Every method may be called from any task; output is serialised.
+final class Display: Sendable {
+    enum Mode: Sendable {
+        case live, lines, json, quiet
+    }
+
+    let mode: Mode
+    private let state = Mutex(State())
+    private let width: Int
+
+    private struct State {
+        var drawnLines = 0
+        var finished: Set<DownloadTaskID> = []
+    }
+
+    init(json: Bool, quiet: Bool) {
+        if json {
+            mode = .json
+        } else if quiet {
+            mode = .quiet
+        } else {
+            mode = isatty(STDOUT_FILENO) != 0 && ProcessInfo.processInfo.environment["TERM"] != "dumb" ? .live : .lines
+        }
+        var size = winsize()
+        width = ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0 && size.ws_col > 20 ? Int(size.ws_col) : 100
+    }
+
+    // MARK: Events
+
+    func handle(_ event: DownloadEvent) {
+        switch mode {
+        case .json:
+            if let object = JSONEvent.object(for: event) { emitJSON(object) }
+        case .lines:
+            if let line = Self.line(for: event) { write(line) }
+        case .live:
+            if case .taskStateChanged(let info, _) = event, info.state.isFinal {
+                permanent(Self.finishedLine(info))
+            } else if case .notice(let notice) = event {
+                permanent("! \(notice.message)")
+            } else if case .taskError(let id, let error, let willRetry) = event, !willRetry {
+                permanent("✗ \(id): \(error.message)")
+            }
+        case .quiet:
+            if case .taskError(let id, let error, false) = event { standardError("tessera: \(id): \(error.message)") }
+        }
+    }
+
+    /// An input that could not become a task: always one line, on standard error (and in JSON).
+    func inputError(_ input: String, _ error: DownloadError) {
+        if mode == .json {
+            emitJSON(["type": "input_error", "input": input, "code": error.code.description, "message": error.message])
+        }
+        standardError("tessera: \(input): \(error.message)")
+    }
+
+    /// The live board: one line per running task and per group with running children.
+    func redraw(tasks: [DownloadTaskInfo], groups: [DownloadGroupInfo]) {
+        guard mode == .live else { return }
+        var lines: [String] = []
+        for group in groups where group.state == .downloading || group.state == .waiting {
+            lines.append(Self.progressLine(
+                title: "▸ \(group.title) (\(group.children.count) tasks)", done: group.rollUp.bytesDone,
+                total: group.rollUp.bytesTotal, speed: group.rollUp.bytesPerSecond, eta: group.rollUp.eta, state: group.state.rawValue))
+        }
+        let running = tasks.filter { $0.state.isRunning || $0.state.isInterrupted }
+        for task in running.prefix(20) {
+            lines.append(Self.progressLine(
+                title: task.title, done: task.bytesDone, total: task.bytesTotal, speed: task.bytesPerSecond,
+                eta: task.eta, state: task.state.description))
+        }
+        let waiting = tasks.filter { $0.state == .waiting }.count
+        if waiting > 0 || running.count > 20 {
+            lines.append("  … \(waiting) waiting" + (running.count > 20 ? ", \(running.count - 20) more running" : ""))
+        }
+        state.withLock { state in
+            var text = state.drawnLines > 0 ? "\u{1B}[\(state.drawnLines)A" : ""
+            for line in lines { text += "\u{1B}[2K" + String(line.prefix(width - 1)) + "\n" }
+            // Clear what the previous board had below.
+            if state.drawnLines > lines.count {
+                for _ in lines.count..<state.drawnLines { text += "\u{1B}[2K\n" }
+                text += "\u{1B}[\(state.drawnLines - lines.count)A"
+            }
+            state.drawnLines = lines.count
+            FileHandle.standardOutput.write(Data(text.utf8))
+        }
+    }
+
+    func summary(_ object: [String: Any], text: String) {
+        switch mode {
+        case .json: emitJSON(object)
+        case .live, .lines: permanent(text)
+        case .quiet: break
+        }
+    }
+
+    // MARK: Output
+
+    /// A line above the live board (or just a line).
+    func permanent(_ line: String) {
+        state.withLock { state in
+            var text = ""
+            if mode == .live, state.drawnLines > 0 {
+                text += "\u{1B}[\(state.drawnLines)A"
+                for _ in 0..<state.drawnLines { text += "\u{1B}[2K\n" }
+                text += "\u{1B}[\(state.drawnLines)A"
+                state.drawnLines = 0
+            }
+            text += line + "\n"
+            FileHandle.standardOutput.write(Data(text.utf8))
+        }
+    }
+
+    func write(_ line: String) {
+        state.withLock { _ in FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+    }
+
+    func emitJSON(_ object: [String: Any]) {
+        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
+        else { return }
+        state.withLock { _ in FileHandle.standardOutput.write(data + Data("\n".utf8)) }
+    }
+
+    func standardError(_ line: String) {
+        FileHandle.standardError.write(Data((line + "\n").utf8))
+    }
+
+    // MARK: Lines
+
+    static func progressLine(title: String, done: Int64, total: Int64?, speed: Double, eta: Duration?, state: String) -> String {
+        let percent = total.map { $0 > 0 ? String(format: "%5.1f%%", min(100, Double(done) / Double($0) * 100)) : "100.0%" } ?? "   ?  "
+        let amount = ByteCount.format(done) + (total.map { " / " + ByteCount.format($0) } ?? "")
+        let rate = speed > 0 ? ByteCount.speed(speed) : "-"
+        let left = eta.map { "ETA " + ByteCount.duration($0) } ?? ""
+        let status = state == "downloading" ? "" : " [\(state)]"
+        return "  \(percent)  \(amount.padding(toLength: 24, withPad: " ", startingAt: 0))  \(rate.padding(toLength: 12, withPad: " ", startingAt: 0))  \(left.padding(toLength: 11, withPad: " ", startingAt: 0))  \(title)\(status)"
+    }
+
+    static func finishedLine(_ info: DownloadTaskInfo) -> String {
+        switch info.state {
+        case .completed:
+            return "✓ \(info.title) — \(ByteCount.format(info.bytesDone))"
+        default:
+            return "✗ \(info.title) — \(info.state)" + (info.error.map { ": \($0.message)" } ?? "")
+        }
+    }
+
+    static func line(for event: DownloadEvent) -> String? {
+        switch event {
+        case .taskStateChanged(let info, _):
+            var line = "\(info.state) \(info.id)"
+            if info.state == .completed { line += " (\(ByteCount.format(info.bytesDone)))" }
+            if info.state == .failed || info.state == .invalid || info.state.isInterrupted, let error = info.error {
+                line += ": \(error.message)"
+            }
+            return line
+        case .taskError(let id, let error, let willRetry):
+            return willRetry ? "retrying \(id): \(error.message)" : nil
+        case .notice(let notice):
+            return "notice: \(notice.message)"
+        case .groupUpdated(let group) where group.state == .completed || group.state == .failed:
+            return "group \(group.key) \(group.state) (\(group.children.count) tasks, \(ByteCount.format(group.rollUp.bytesDone)))"
+        default:
+            return nil
+        }
+    }
+}
+
+/// The JSON lines of `--json` (the schema is in docs/json-events.md).
+enum JSONEvent {
+    static func object(for event: DownloadEvent) -> [String: Any]? {
+        switch event {
+        case .taskAdded(let info): return task("task_added", info)
+        case .taskStateChanged(let info, let previous):
+            var object = task("task_state", info)
+            object["previousState"] = previous.description
+            return object
+        case .taskProgress(let info): return task("task_progress", info)
+        case .taskRemoved(let id): return ["type": "task_removed", "id": id.description]
+        case .taskError(let id, let error, let willRetry):
+            var object = self.error(error)
+            object["type"] = "task_error"
+            object["id"] = id.description
+            object["willRetry"] = willRetry
+            return object
+        case .groupUpdated(let group):
+            var object: [String: Any] = [
+                "type": "group", "key": group.key, "title": group.title, "state": group.state.rawValue,
+                "bytesDone": group.rollUp.bytesDone, "bytesPerSecond": Int64(group.rollUp.bytesPerSecond),
+                "children": group.children.map { $0.id.description },
+            ]
+            if let total = group.rollUp.bytesTotal { object["bytesTotal"] = total }
+            if let eta = group.rollUp.eta { object["etaSeconds"] = Int(eta.components.seconds) }
+            return object
+        case .groupRemoved(let key): return ["type": "group_removed", "key": key]
+        case .notice(let notice):
+            var object: [String: Any] = ["type": "notice", "kind": notice.kind.rawValue, "message": notice.message]
+            if let id = notice.taskID { object["id"] = id.description }
+            return object
+        }
+    }
+
+    static func task(_ type: String, _ info: DownloadTaskInfo) -> [String: Any] {
+        var object: [String: Any] = [
+            "type": type, "id": info.id.description, "title": info.title, "state": info.state.description,
+            "mode": info.mode.rawValue, "bytesDone": info.bytesDone, "segmentsDone": info.segmentsDone,
+            "segmentsTotal": info.segmentsTotal, "bytesPerSecond": Int64(info.bytesPerSecond),
+        ]
+        if let total = info.bytesTotal { object["bytesTotal"] = total }
+        if let eta = info.eta { object["etaSeconds"] = Int(eta.components.seconds) }
+        if let group = info.groupKey { object["group"] = group }
+        if let error = info.error { object["error"] = self.error(error) }
+        return object
+    }
+
+    static func error(_ error: DownloadError) -> [String: Any] {
+        var object: [String: Any] = ["code": error.code.description, "message": error.message]
+        if let url = error.url { object["url"] = url }
+        if let status = error.httpStatus { object["httpStatus"] = status }
+        return object
+    }
+}
+
+/// One line for any error: a `DownloadError`'s message, or the error's own description.
+func describe(_ error: any Error) -> String {
+    if let error = error as? DownloadError { return error.message }
+    return (error as? LocalizedError)?.errorDescription ?? "\(error)"
+}

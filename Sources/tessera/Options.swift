@@ -1,0 +1,130 @@
+import ArgumentParser
+import Foundation
+import Tessera
+
+/// What to download: inputs on the command line and in a file.
+struct InputOptions: ParsableArguments {
+    @Argument(help: "URLs (plain files, .mpd, .m3u8, .meta4/.metalink) or PLUGIN:KEY (playurl:1001).")
+    var inputs: [String] = []
+
+    @Option(name: .customShort("i"), help: ArgumentHelp("Read inputs from a file, one per line ('#' starts a comment).", valueName: "file"))
+    var inputFile: String?
+
+    @Option(help: ArgumentHelp("Which variants to take: best, worst, all, or ids joined by '+'.", valueName: "selector"))
+    var format: String?
+
+    @Option(name: .customLong("plugin-arg"), help: ArgumentHelp("An argument for a plugin, e.g. playurl:api=https://…/{cid}.", valueName: "plugin:key=value"))
+    var pluginArguments: [String] = []
+
+    /// The inputs from the arguments and the file, in order.
+    func allInputs() throws -> [String] {
+        var all = inputs
+        if let inputFile {
+            let text: String
+            do {
+                text = inputFile == "-" ? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+                    : try String(contentsOfFile: inputFile, encoding: .utf8)
+            } catch {
+                throw ValidationError("cannot read the input file \(inputFile): \(error.localizedDescription)")
+            }
+            for line in text.split(whereSeparator: \.isNewline) {
+                let trimmed = line.trimmingCharacters(in: .whitespaces)
+                if !trimmed.isEmpty, !trimmed.hasPrefix("#") { all.append(trimmed) }
+            }
+        }
+        guard !all.isEmpty else { throw ValidationError("give at least one input (a URL or PLUGIN:KEY), or -i FILE") }
+        return all
+    }
+
+    func parsedPluginArguments() throws -> PluginArguments {
+        var arguments = PluginArguments()
+        for text in pluginArguments {
+            do { try arguments.add(text) } catch { throw ValidationError(error.message) }
+        }
+        return arguments
+    }
+
+    func formatSelector() throws -> FormatSelector? {
+        guard let format else { return nil }
+        do { return try FormatSelector(format) } catch { throw ValidationError(error.message) }
+    }
+}
+
+/// How to reach servers.
+struct NetworkOptions: ParsableArguments {
+    @Option(name: .customLong("limit-rate"), help: ArgumentHelp("A rate limit for all transfers together, e.g. 500K or 2M.", valueName: "rate"))
+    var limitRate: String?
+
+    @Option(help: "Attempts per segment before a task fails.")
+    var retries: Int?
+
+    @Option(name: .customLong("header"), help: ArgumentHelp("A header field for every request (repeatable).", valueName: "'name: value'"))
+    var headers: [String] = []
+
+    @Option(name: .customLong("user-agent"), help: "The User-Agent to send.")
+    var userAgent: String?
+
+    @Option(help: ArgumentHelp("A proxy (http://host:port, socks5h://host:port); '' for none. Default: the *_proxy variables.", valueName: "url"))
+    var proxy: String?
+
+    func rateLimit() throws -> Int64? {
+        guard let limitRate else { return nil }
+        guard let rate = ByteCount.parse(limitRate), rate > 0 else {
+            throw ValidationError("--limit-rate takes a size per second such as 500K or 2M, not \"\(limitRate)\"")
+        }
+        return rate
+    }
+
+    func headerFields() throws -> HTTPHeaders {
+        var fields = HTTPHeaders()
+        for text in headers {
+            guard let colon = text.firstIndex(of: ":") else {
+                throw ValidationError("--header takes 'Name: value', not \"\(text)\"")
+            }
+            let name = text[..<colon].trimmingCharacters(in: .whitespaces)
+            let value = text[text.index(after: colon)...].trimmingCharacters(in: .whitespaces)
+            guard !name.isEmpty, !name.contains(" "), !value.contains(where: { $0 == "\r" || $0 == "\n" }) else {
+                throw ValidationError("--header \"\(text)\" cannot be sent")
+            }
+            fields.add(name: name, value: value)
+        }
+        return fields
+    }
+
+    func validate() throws {
+        _ = try rateLimit()
+        _ = try headerFields()
+        if let retries, retries < 1 { throw ValidationError("--retries must be at least 1") }
+    }
+}
+
+/// Where things go.
+struct StateOptions: ParsableArguments {
+    @Option(name: .customLong("state-dir"), help: ArgumentHelp("Where the task store and the segment cache live (default: $XDG_DATA_HOME/tessera).", valueName: "dir"))
+    var stateDirectory: String?
+
+    @Flag(name: .customLong("no-cache"), help: "Do not use (or fill) the segment cache.")
+    var noCache = false
+
+    /// The state directory, absolute.
+    var directory: String {
+        if let stateDirectory { return absolute(stateDirectory) }
+        return (SQLiteDownloadStore.defaultPath as NSString).deletingLastPathComponent
+    }
+}
+
+/// How to report.
+struct DisplayOptions: ParsableArguments {
+    @Flag(help: "One JSON object per line per event; the last line is a summary.")
+    var json = false
+
+    @Flag(name: [.short, .long], help: "Only errors and the final result.")
+    var quiet = false
+}
+
+/// An absolute, standardised path.
+func absolute(_ path: String) -> String {
+    let expanded = (path as NSString).expandingTildeInPath
+    let full = expanded.hasPrefix("/") ? expanded : FileManager.default.currentDirectoryPath + "/" + expanded
+    return (full as NSString).standardizingPath
+}

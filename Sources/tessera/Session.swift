@@ -1,0 +1,141 @@
+import DASHEntity
+import Foundation
+import HLSEntity
+import MetalinkEntity
+import PlayurlEntity
+import Tessera
+
+/// Every plugin the command line knows, registered by its own `register(in:)`: no switch on
+/// input kinds anywhere.
+func makeRegistry() -> EntityRegistry {
+    let registry = EntityRegistry()  // DirectEntity: any http(s) URL, last resort
+    PlayurlEntity.register(in: registry)
+    DASHEntity.register(in: registry)
+    MetalinkEntity.register(in: registry)
+    HLSEntity.register(in: registry)
+    return registry
+}
+
+/// What a command works with: the state directory (locked), the store, the cache, the engine
+/// and the manager.
+struct Session {
+    let stateDirectory: String
+    let registry: EntityRegistry
+    let engine: CurlEngine
+    let store: SQLiteDownloadStore
+    let cache: SegmentCache?
+    let manager: DownloadTaskManager
+    let lock: StateLock
+    let headers: HTTPHeaders
+
+    struct Settings {
+        var downloadRoot = "downloads"
+        var jobs = 3
+        var segments = 16
+        var network = NetworkOptions()
+        var state = StateOptions()
+    }
+
+    static func open(_ settings: Settings) throws -> Session {
+        let stateDirectory = settings.state.directory
+        let lock = try StateLock(directory: stateDirectory)
+        let store = try SQLiteDownloadStore(path: stateDirectory + "/tessera.sqlite")
+        let cache = settings.state.noCache ? nil : try SegmentCache(directory: stateDirectory + "/cache")
+        var engineConfiguration = CurlEngine.Configuration()
+        engineConfiguration.maxConnections = max(16, settings.segments)
+        engineConfiguration.maxConnectionsPerHost = max(1, settings.segments)
+        engineConfiguration.maxActiveTransfers = max(64, settings.segments * 2)
+        engineConfiguration.globalRateLimit = try settings.network.rateLimit()
+        engineConfiguration.userAgent = settings.network.userAgent
+            ?? "Tessera/\(Tessera.version) libcurl/\(CurlEngine.libcurlVersion)"
+        if let proxy = settings.network.proxy {
+            engineConfiguration.proxy = proxy.isEmpty ? .none : .url(proxy)
+        }
+        let engine = try CurlEngine(configuration: engineConfiguration)
+        let headers = try settings.network.headerFields()
+        var configuration = DownloadTaskManager.Configuration(downloadRoot: absolute(settings.downloadRoot))
+        configuration.maxConcurrentTasks = max(1, settings.jobs)
+        configuration.maxConcurrentSegments = max(1, settings.segments)
+        configuration.headers = headers
+        if let retries = settings.network.retries { configuration.retry.maxAttempts = retries }
+        configuration.networkMonitor = NetlinkNetworkMonitor()
+        let registry = makeRegistry()
+        let manager = DownloadTaskManager(
+            configuration: configuration, engine: engine, store: store, cache: cache, registry: registry)
+        return Session(
+            stateDirectory: stateDirectory, registry: registry, engine: engine, store: store, cache: cache,
+            manager: manager, lock: lock, headers: headers)
+    }
+
+    /// A context for resolving inputs outside the manager (expansion, `tessera resolve`).
+    var resolveContext: ResolveContext {
+        ResolveContext(engine: engine, headers: headers)
+    }
+
+    func close() async {
+        await manager.flushStore()
+        await engine.shutdown()
+        lock.release()
+    }
+}
+
+/// One `tessera` at a time per state directory: an exclusive `flock` on `<dir>/lock`.
+final class StateLock: Sendable {
+    private let descriptor: Int32
+
+    init(directory: String) throws {
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw DownloadError(.storeFailure, "cannot create the state directory \(directory): \(error.localizedDescription)")
+        }
+        let path = directory + "/lock"
+        descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else {
+            throw DownloadError(.storeFailure, "cannot open \(path): \(String(cString: strerror(errno)))")
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            var buffer = [UInt8](repeating: 0, count: 32)
+            let count = read(descriptor, &buffer, 32)
+            let owner = count > 0 ? String(decoding: buffer[0..<count], as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines) : "?"
+            close(descriptor)
+            throw DownloadError(
+                .storeFailure,
+                "another tessera (pid \(owner)) is using the state directory \(directory); wait for it, or use --state-dir")
+        }
+        ftruncate(descriptor, 0)
+        let pid = "\(getpid())\n"
+        _ = pid.withCString { write(descriptor, $0, strlen($0)) }
+    }
+
+    func release() {
+        flock(descriptor, LOCK_UN)
+        close(descriptor)
+    }
+}
+
+/// Turns what the user typed into entities: the registry picks the plugin (by pattern, scheme,
+/// or — for a URL only the plain-file plugin claims — the Content-Type a probe returns).
+struct InputResolver {
+    let registry: EntityRegistry
+    let context: ResolveContext
+    let arguments: PluginArguments
+    let format: FormatSelector?
+
+    func entities(for text: String) async throws(DownloadError) -> [DownloadBaseEntity] {
+        var input = EntityInput(text, arguments: arguments, format: format?.description)
+        if input.url == nil, let scheme = URL(string: input.text)?.scheme?.lowercased(), input.text.contains("://") {
+            throw DownloadError(.unsupportedScheme, "only http and https URLs can be downloaded, not \(scheme)")
+        }
+        if input.url == nil, input.pluginScheme == nil {
+            throw DownloadError(.noMatchingEntity, "not a URL and not PLUGIN:KEY (see `tessera plugins`)")
+        }
+        if let url = input.url, registry.match(input)?.matcher.plugin == "direct" {
+            // A manifest served without a telling extension is known by its Content-Type.
+            if let probe = try? await context.probe(url), let type = probe.headers["Content-Type"] {
+                input.contentType = type
+            }
+        }
+        return try await registry.makeEntities(for: input, context: context)
+    }
+}

@@ -1,0 +1,186 @@
+import Foundation
+import Synchronization
+import Tessera
+
+/// Runs tasks to their end with a display: every task in the set completed, failed or invalid
+/// (interrupted ones resume by themselves, so the run waits for them). Ctrl-C (SIGINT, SIGTERM)
+/// pauses every task cleanly and ends with exit code 130. Commands from other `tessera`
+/// processes (`pause`, `resume`, `remove`) are applied while it runs.
+struct TaskRunner {
+    let session: Session
+    let display: Display
+
+    struct Outcome {
+        var exitCode: Int32
+        var tasks: [DownloadTaskInfo]
+        var interrupted: Bool
+        var times: [DownloadTaskID: Duration]
+    }
+
+    func run(_ ids: [DownloadTaskID], events: AsyncStream<DownloadEvent>, inputErrors: Int) async -> Outcome {
+        let interrupt = InterruptSignal.shared
+        interrupt.install()
+        let display = self.display
+        let eventTask = Task { for await event in events { display.handle(event) } }
+        var tracked = ids
+        var started: [DownloadTaskID: ContinuousClock.Instant] = [:]
+        var finished: [DownloadTaskID: ContinuousClock.Instant] = [:]
+        let mailbox = CommandMailbox(stateDirectory: session.stateDirectory)
+        var interrupted = false
+        var infos: [DownloadTaskInfo] = []
+        while true {
+            if interrupt.fired {
+                interrupted = true
+                break
+            }
+            for command in mailbox.take() {
+                tracked += await apply(command, tracked: tracked)
+            }
+            let all = await session.manager.checkAll()
+            infos = tracked.compactMap { id in all.first { $0.id == id } }
+            let now = ContinuousClock.now
+            for info in infos {
+                if started[info.id] == nil, info.state.isRunning { started[info.id] = now }
+                if finished[info.id] == nil, info.state.isFinal || info.state == .paused { finished[info.id] = now }
+            }
+            let groups = await session.manager.checkAllGroups().filter { group in group.children.contains { tracked.contains($0.id) } }
+            display.redraw(tasks: infos, groups: groups)
+            if infos.allSatisfy({ $0.state.isFinal || $0.state == .paused || $0.state == .idle }) { break }
+            try? await Task.sleep(for: .milliseconds(250))
+        }
+        if interrupted {
+            display.permanent("Interrupted: pausing; run the same command again to continue.")
+            await session.manager.stopAll()
+            let all = await session.manager.checkAll()
+            infos = tracked.compactMap { id in all.first { $0.id == id } }
+        }
+        // Let the last events through before the summary.
+        try? await Task.sleep(for: .milliseconds(100))
+        eventTask.cancel()
+        let failed = infos.contains { $0.state == .failed || $0.state == .invalid }
+        let code: Int32 = interrupted ? 130 : (failed || inputErrors > 0 || infos.count < tracked.count ? 1 : 0)
+        var times: [DownloadTaskID: Duration] = [:]
+        for (id, start) in started { times[id] = (finished[id] ?? .now) - start }
+        return Outcome(exitCode: code, tasks: infos, interrupted: interrupted, times: times)
+    }
+
+    /// Applies another process's command; returns the tasks to follow from now on.
+    private func apply(_ command: CommandMailbox.Command, tracked: [DownloadTaskID]) async -> [DownloadTaskID] {
+        guard let id = DownloadTaskID(command.id) else { return [] }
+        switch command.action {
+        case "pause":
+            await session.manager.stop(id)
+        case "resume":
+            if (try? await session.manager.resume(id)) != nil, !tracked.contains(id) { return [id] }
+        case "remove":
+            await session.manager.remove(id, deletingFiles: command.deleteFiles ?? false)
+        default:
+            break
+        }
+        return []
+    }
+
+    /// The summary: one line per task (and its files), as text and as the last JSON line.
+    func summarize(_ outcome: Outcome) {
+        var tasks: [[String: Any]] = []
+        var lines = [""]
+        for info in outcome.tasks {
+            var object: [String: Any] = [
+                "id": info.id.description, "title": info.title, "state": info.state.description, "bytes": info.bytesDone,
+                "outputs": info.outputs.map { output -> [String: Any] in
+                    ["name": output.name, "path": output.path, "size": FileSize.of(output.path) ?? 0, "complete": output.isComplete]
+                },
+            ]
+            if let error = info.error, info.state != .completed { object["error"] = JSONEvent.error(error) }
+            if let time = outcome.times[info.id] { object["seconds"] = Double(time.components.seconds) + Double(time.components.attoseconds) / 1e18 }
+            tasks.append(object)
+            let mark = info.state == .completed ? "✓" : "✗"
+            var line = "\(mark) \(info.state.description.padding(toLength: 11, withPad: " ", startingAt: 0)) \(ByteCount.format(info.bytesDone).padding(toLength: 11, withPad: " ", startingAt: 0)) \(info.title)"
+            if info.state != .completed, let error = info.error { line += " — \(error.message)" }
+            lines.append(line)
+            if info.state == .completed {
+                for output in info.outputs { lines.append("    → \(output.path)") }
+            }
+        }
+        let completed = outcome.tasks.filter { $0.state == .completed }.count
+        lines.append("\(completed) of \(outcome.tasks.count) completed" + (outcome.interrupted ? " (interrupted)" : ""))
+        display.summary(
+            ["type": "summary", "exitCode": Int(outcome.exitCode), "interrupted": outcome.interrupted, "tasks": tasks],
+            text: lines.joined(separator: "\n"))
+    }
+}
+
+/// Ctrl-C and SIGTERM, noticed by the run loop instead of killing the process.
+final class InterruptSignal: Sendable {
+    static let shared = InterruptSignal()
+    private let flag = Atomic(false)
+    private let installed = Atomic(false)
+
+    var fired: Bool { flag.load(ordering: .relaxed) }
+
+    func install() {
+        guard !installed.exchange(true, ordering: .relaxed) else { return }
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
+            source.setEventHandler { [self] in
+                if flag.exchange(true, ordering: .relaxed) {
+                    // A second Ctrl-C: stop at once (the store is consistent anyway).
+                    exit(130)
+                }
+            }
+            source.resume()
+            Self.sources.append(source)
+        }
+    }
+
+    /// Kept alive for the life of the process; written once, under `installed`.
+    nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
+}
+
+/// Commands for the `tessera` that holds the state directory, as files in `<state>/commands`.
+struct CommandMailbox {
+    struct Command: Codable {
+        var action: String
+        var id: String
+        var deleteFiles: Bool?
+    }
+
+    let directory: String
+
+    init(stateDirectory: String) {
+        directory = stateDirectory + "/commands"
+    }
+
+    /// Leaves a command; returns its file.
+    func post(_ command: Command) throws -> String {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        let path = directory + "/\(UUID().uuidString).json"
+        let temporary = path + ".tmp"
+        try JSONEncoder().encode(command).write(to: URL(fileURLWithPath: temporary))
+        try FileManager.default.moveItem(atPath: temporary, toPath: path)
+        return path
+    }
+
+    /// Takes (and deletes) the commands waiting.
+    func take() -> [Command] {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
+        var commands: [Command] = []
+        for name in names.sorted() where name.hasSuffix(".json") {
+            let path = directory + "/" + name
+            if let data = FileManager.default.contents(atPath: path), let command = try? JSONDecoder().decode(Command.self, from: data) {
+                commands.append(command)
+            }
+            try? FileManager.default.removeItem(atPath: path)
+        }
+        return commands
+    }
+}
+
+enum FileSize {
+    static func of(_ path: String) -> Int64? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return Int64(info.st_size)
+    }
+}

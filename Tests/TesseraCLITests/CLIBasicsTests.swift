@@ -1,0 +1,150 @@
+import Foundation
+import Testing
+import TesseraTesting
+
+@Suite struct CLIBasicsTests {
+    @Test func aPlainURLIsSavedUnderItsOwnNameAndTheExitCodeIsZero() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let path = "/bytes/300000/files/report.bin"
+            let result = try await cli.run(["get", origin.url(path).absoluteString])
+            #expect(result.status == 0, "\(result.errors)")
+            #expect(await origin.content(at: path).verifyFile(atPath: cli.downloads + "/report.bin", size: 300_000))
+            #expect(result.output.contains("completed"))
+        }
+    }
+
+    @Test func contentDispositionNamesTheFileAndNamesNeverCollide() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            origin.serve("/download?id=7", .init(.generated(size: 1000), extraHeaders: [("Content-Disposition", #"attachment; filename="paper.pdf""#)]))
+            origin.serve("/download", .init(.generated(size: 1000), extraHeaders: [("Content-Disposition", #"attachment; filename="paper.pdf""#)]))
+            try FileManager.default.createDirectory(atPath: cli.downloads, withIntermediateDirectories: true)
+            try Data("keep me".utf8).write(to: URL(fileURLWithPath: cli.downloads + "/paper.pdf"))
+            let result = try await cli.run(["get", origin.url("/download").absoluteString])
+            #expect(result.status == 0, "\(result.errors)")
+            #expect(fileSize(cli.downloads + "/paper.1.pdf") == 1000)
+            #expect((try? String(contentsOfFile: cli.downloads + "/paper.pdf", encoding: .utf8)) == "keep me")
+        }
+    }
+
+    @Test func jsonLinesEndWithASummaryOfOutputs() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let result = try await cli.run(["get", "--json", origin.url("/bytes/5000/a.bin").absoluteString, origin.url("/bytes/7000/b.bin").absoluteString])
+            #expect(result.status == 0)
+            let lines = result.jsonLines
+            #expect(lines.allSatisfy { $0["type"] is String })
+            #expect(lines.contains { $0["type"] as? String == "task_state" && $0["state"] as? String == "completed" })
+            let summary = try #require(lines.last)
+            #expect(summary["type"] as? String == "summary")
+            #expect(summary["exitCode"] as? Int == 0)
+            let tasks = try #require(summary["tasks"] as? [[String: Any]])
+            #expect(tasks.count == 2)
+            let sizes = tasks.compactMap { ($0["outputs"] as? [[String: Any]])?.first?["size"] as? Int }.sorted()
+            #expect(sizes == [5000, 7000])
+        }
+    }
+
+    @Test func inputsComeFromAFileToo() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let list = cli.directory + "/inputs.txt"
+            try "# a comment\n\(origin.url("/bytes/100/one.bin").absoluteString)\n\n\(origin.url("/bytes/200/two.bin").absoluteString)\n".write(toFile: list, atomically: true, encoding: .utf8)
+            let result = try await cli.run(["get", "-i", list])
+            #expect(result.status == 0, "\(result.errors)")
+            #expect(fileSize(cli.downloads + "/one.bin") == 100)
+            #expect(fileSize(cli.downloads + "/two.bin") == 200)
+        }
+    }
+
+    @Test func usageErrorsExitWithTwo() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        #expect(try await cli.run(["get"]).status == 2)
+        #expect(try await cli.run(["get", "--limit-rate", "fast", "http://127.0.0.1:1/x"]).status == 2)
+        #expect(try await cli.run(["get", "-j", "0", "http://127.0.0.1:1/x"]).status == 2)
+        #expect(try await cli.run(["frobnicate"]).status == 2)
+        #expect(try await cli.run(["--help"]).status == 0)
+        #expect(try await cli.run(["--version"]).output.contains("0."))
+    }
+
+    @Test func errorsAreOneClearLineNamingTheInput() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let unknown = try await cli.run(["get", "nosuchplugin:42"])
+            #expect(unknown.status == 1)
+            #expect(unknown.errors.contains("nosuchplugin:42"))
+            #expect(unknown.errors.contains("no plugin is called \"nosuchplugin\""))
+
+            let scheme = try await cli.run(["get", "ftp://127.0.0.1/file.iso"])
+            #expect(scheme.status == 1)
+            #expect(scheme.errors.contains("ftp://127.0.0.1/file.iso: only http and https"))
+
+            origin.inject(.status(404), at: "/gone.bin")
+            let gone = try await cli.run(["get", origin.url("/gone.bin").absoluteString])
+            #expect(gone.status == 1)
+            #expect(gone.output.contains("404") || gone.errors.contains("404"), "\(gone.output) \(gone.errors)")
+
+            let readOnly = cli.directory + "/readonly"
+            try FileManager.default.createDirectory(atPath: readOnly, withIntermediateDirectories: true)
+            try "x".write(toFile: readOnly + "/file", atomically: true, encoding: .utf8)
+            // A file where the download directory should be: nobody can write into it.
+            let unwritable = try await cli.run(["get", origin.url("/bytes/100/x.bin").absoluteString, "-o", readOnly + "/file/sub"])
+            #expect(unwritable.status == 1)
+            #expect((unwritable.output + unwritable.errors).contains(readOnly + "/file"), "\(unwritable.output) \(unwritable.errors)")
+
+            for result in [unknown, scheme, gone, unwritable] {
+                #expect(!result.errors.contains("Fatal error") && !result.errors.contains("Stack trace"))
+            }
+        }
+    }
+
+    @Test func pluginsAreListed() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        let result = try await cli.run(["plugins"])
+        #expect(result.status == 0)
+        for plugin in ["direct", "playurl", "dash", "metalink", "hls"] {
+            #expect(result.output.contains(plugin), "\(plugin) is missing from `tessera plugins`")
+        }
+    }
+
+    @Test func ctrlCPausesAndTheSameCommandContinuesWithoutRefetching() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let paths = (0..<4).map { "/bytes/1500000/slow-\($0).bin" }
+            for path in paths { origin.inject(.throttle(bytesPerSecond: 1_000_000), at: path) }
+            let arguments = ["get", "-j", "4"] + paths.map { origin.url($0).absoluteString }
+            let (process, _, _) = try cli.start(arguments)
+            // Let the first half arrive, then Ctrl-C.
+            while origin.totalBytesServed < 3_000_000 { try await Task.sleep(for: .milliseconds(20)) }
+            kill(process.processIdentifier, SIGINT)
+            process.waitUntilExit()
+            #expect(process.terminationStatus == 130)
+            let servedBefore = origin.totalBytesServed
+            let list = try await cli.run(["list", "--json", "--state-dir", cli.state])
+            let tasks = try #require(list.json?["tasks"] as? [[String: Any]])
+            #expect(tasks.count == 4)
+            #expect(tasks.allSatisfy { $0["state"] as? String == "paused" })
+
+            origin.clearFaults()
+            let again = try await cli.run(arguments)
+            #expect(again.status == 0, "\(again.errors)")
+            for path in paths {
+                #expect(await origin.content(at: path).verifyFile(atPath: cli.downloads + "/" + (path as NSString).lastPathComponent, size: 1_500_000))
+                let requests = origin.requests(for: path).filter { $0.method == "GET" }
+                #expect(requests.count == 2)
+                #expect(requests.last?.header("Range") != nil, "\(path) continued where it stopped")
+            }
+            // Only the missing half crossed the wire again (plus what was in flight).
+            #expect(origin.totalBytesServed - servedBefore < 6_000_000 - 3_000_000 + 1_000_000)
+        }
+    }
+}

@@ -1,0 +1,92 @@
+import Foundation
+import Testing
+import TesseraTesting
+
+/// Runs the built `tessera` executable (next to the test bundle) as a user would.
+struct CLI {
+    struct Result {
+        var status: Int32
+        var output: String
+        var errors: String
+
+        /// The JSON lines of `--json` output.
+        var jsonLines: [[String: Any]] {
+            output.split(separator: "\n").compactMap { line in
+                (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+            }
+        }
+
+        /// The whole output as one JSON object (`resolve --json`, `list --json`).
+        var json: [String: Any]? {
+            (try? JSONSerialization.jsonObject(with: Data(output.utf8))) as? [String: Any]
+        }
+    }
+
+    let directory: String
+
+    init() {
+        directory = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("tessera-cli-\(UUID().uuidString)").path
+        try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    var downloads: String { directory + "/downloads" }
+    var state: String { directory + "/state" }
+
+    func cleanUp() { try? FileManager.default.removeItem(atPath: directory) }
+
+    static var executable: URL {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("tessera")
+    }
+
+    /// The usual options for a test run: downloads and state in the test's directory, no proxy.
+    func standard(_ arguments: [String]) -> [String] {
+        guard let command = arguments.first, ["get", "cache", "resume"].contains(command) else { return arguments }
+        var added: [String] = []
+        if !arguments.contains("-o") && !arguments.contains("--output") { added += ["-o", downloads] }
+        if !arguments.contains("--state-dir") { added += ["--state-dir", state] }
+        if !arguments.contains("--proxy") { added += ["--proxy", ""] }
+        return arguments + added
+    }
+
+    /// Starts `tessera` and returns the running process (its output collected into files).
+    func start(_ arguments: [String], environment: [String: String] = [:]) throws -> (Process, String, String) {
+        let process = Process()
+        process.executableURL = Self.executable
+        process.arguments = standard(arguments)
+        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+        var env = ProcessInfo.processInfo.environment
+        for (key, value) in environment { env[key] = value }
+        env["TERM"] = "dumb"
+        process.environment = env
+        let out = directory + "/out-\(UUID().uuidString)", err = directory + "/err-\(UUID().uuidString)"
+        _ = FileManager.default.createFile(atPath: out, contents: nil)
+        _ = FileManager.default.createFile(atPath: err, contents: nil)
+        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
+        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: err))
+        try process.run()
+        return (process, out, err)
+    }
+
+    /// Runs `tessera` to its end (or kills it after `timeout`).
+    func run(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> Result {
+        let (process, out, err) = try start(arguments)
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning {
+            if ContinuousClock.now > deadline {
+                process.terminate()
+                Issue.record("tessera \(arguments.joined(separator: " ")) did not finish in \(timeout)")
+                break
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        process.waitUntilExit()
+        return Result(
+            status: process.terminationStatus,
+            output: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
+            errors: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+    }
+}
+
+func fileSize(_ path: String) -> Int64? {
+    (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value
+}
