@@ -32,8 +32,8 @@ struct Session {
         var downloadRoot = "downloads"
         var jobs = 3
         var segments = 16
-        var network = NetworkOptions()
-        var state = StateOptions()
+        var network: NetworkOptions
+        var state: StateOptions
     }
 
     static func open(_ settings: Settings) throws -> Session {

@@ -21,13 +21,19 @@ struct TaskRunner {
         let interrupt = InterruptSignal.shared
         interrupt.install()
         let display = self.display
-        let eventTask = Task { for await event in events { display.handle(event) } }
+        // Times come from the events (exact), the display's redraws from polling (4 per second).
+        let clock = TaskClock()
+        let eventTask = Task {
+            for await event in events {
+                clock.record(event)
+                display.handle(event)
+            }
+        }
         var tracked = ids
-        var started: [DownloadTaskID: ContinuousClock.Instant] = [:]
-        var finished: [DownloadTaskID: ContinuousClock.Instant] = [:]
         let mailbox = CommandMailbox(stateDirectory: session.stateDirectory)
         var interrupted = false
         var infos: [DownloadTaskInfo] = []
+        var lastRedraw = ContinuousClock.now - .seconds(1)
         while true {
             if interrupt.fired {
                 interrupted = true
@@ -38,15 +44,14 @@ struct TaskRunner {
             }
             let all = await session.manager.checkAll()
             infos = tracked.compactMap { id in all.first { $0.id == id } }
-            let now = ContinuousClock.now
-            for info in infos {
-                if started[info.id] == nil, info.state.isRunning { started[info.id] = now }
-                if finished[info.id] == nil, info.state.isFinal || info.state == .paused { finished[info.id] = now }
+            let done = infos.allSatisfy { $0.state.isFinal || $0.state == .paused || $0.state == .idle }
+            if done || ContinuousClock.now - lastRedraw >= .milliseconds(250) {
+                let groups = await session.manager.checkAllGroups().filter { group in group.children.contains { tracked.contains($0.id) } }
+                display.redraw(tasks: infos, groups: groups)
+                lastRedraw = .now
             }
-            let groups = await session.manager.checkAllGroups().filter { group in group.children.contains { tracked.contains($0.id) } }
-            display.redraw(tasks: infos, groups: groups)
-            if infos.allSatisfy({ $0.state.isFinal || $0.state == .paused || $0.state == .idle }) { break }
-            try? await Task.sleep(for: .milliseconds(250))
+            if done { break }
+            try? await Task.sleep(for: .milliseconds(25))
         }
         if interrupted {
             display.permanent("Interrupted: pausing; run the same command again to continue.")
@@ -59,9 +64,35 @@ struct TaskRunner {
         eventTask.cancel()
         let failed = infos.contains { $0.state == .failed || $0.state == .invalid }
         let code: Int32 = interrupted ? 130 : (failed || inputErrors > 0 || infos.count < tracked.count ? 1 : 0)
-        var times: [DownloadTaskID: Duration] = [:]
-        for (id, start) in started { times[id] = (finished[id] ?? .now) - start }
+        let times = clock.times(for: infos.map(\.id))
         return Outcome(exitCode: code, tasks: infos, interrupted: interrupted, times: times)
+    }
+
+    /// When each task started downloading and when it finished, from the events.
+    final class TaskClock: Sendable {
+        private let marks = Mutex<[DownloadTaskID: (start: ContinuousClock.Instant, end: ContinuousClock.Instant?)]>([:])
+
+        func record(_ event: DownloadEvent) {
+            guard case .taskStateChanged(let info, _) = event else { return }
+            let now = ContinuousClock.now
+            marks.withLock { marks in
+                if info.state == .downloading, marks[info.id]?.end != nil || marks[info.id] == nil {
+                    // A resumed task counts from its latest start.
+                    marks[info.id] = (now, nil)
+                } else if info.state.isFinal || info.state == .paused, let mark = marks[info.id], mark.end == nil {
+                    marks[info.id] = (mark.start, now)
+                }
+            }
+        }
+
+        func times(for ids: [DownloadTaskID]) -> [DownloadTaskID: Duration] {
+            let now = ContinuousClock.now
+            return marks.withLock { marks in
+                var times: [DownloadTaskID: Duration] = [:]
+                for id in ids { if let mark = marks[id] { times[id] = (mark.end ?? now) - mark.start } }
+                return times
+            }
+        }
     }
 
     /// Applies another process's command; returns the tasks to follow from now on.

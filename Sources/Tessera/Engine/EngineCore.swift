@@ -231,24 +231,29 @@ final class EngineCore: @unchecked Sendable {
         releaseRateLimited()
     }
 
-    /// Resumes paused transfers, oldest first, whose buckets have tokens again.
+    /// Resumes paused transfers whose buckets have tokens again, round robin: the ones that
+    /// waited longest go first, and a transfer that receives goes to the back of the line (so
+    /// under a global limit every transfer gets its turn, and none is starved by an older one).
     private func releaseRateLimited() {
         guard !rateLimited.isEmpty else { return }
         let now = MonotonicClock.nanoseconds()
         bucket?.refill(now: now)
         let paused = rateLimited
         rateLimited.removeAll(keepingCapacity: true)
+        var stillWaiting: [CurlTransfer] = []
         for transfer in paused {
             guard transfer.isPausedForRate, transfers[transfer.easy] === transfer else { continue }
             transfer.ownBucket?.refill(now: now)
             guard bucket?.hasTokens ?? true, transfer.ownBucket?.hasTokens ?? true else {
-                rateLimited.append(transfer)
+                stillWaiting.append(transfer)
                 continue
             }
             transfer.isPausedForRate = false
-            // libcurl hands over the data it held back, which may pause the transfer again.
+            // libcurl hands over the data it held back, which may pause the transfer again
+            // (the write callback then appends it to `rateLimited`: behind the waiting ones).
             _ = curl_easy_pause(transfer.easy, tessera_curl_pause_continue())
         }
+        rateLimited = stillWaiting + rateLimited
     }
 
     /// Milliseconds until a paused transfer may receive again.

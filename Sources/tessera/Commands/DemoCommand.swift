@@ -17,6 +17,9 @@ struct DemoCommand: AsyncParsableCommand {
     @Option(name: .customLong("large-size"), help: ArgumentHelp("The size of the large plain file, in MiB.", valueName: "mib"))
     var largeSize: Int = 128
 
+    @Option(name: .customLong("large-rate"), help: ArgumentHelp("How fast the origin serves the large file on each connection, so the live progress has time to show (0: as fast as it can).", valueName: "rate"))
+    var largeRate: String = "3M"
+
     @Flag(help: "Only serve the demo content (on 127.0.0.1) and print the inputs to try with get or resolve; Ctrl-C stops.")
     var serve = false
 
@@ -24,6 +27,11 @@ struct DemoCommand: AsyncParsableCommand {
     var port: Int = 0
 
     @OptionGroup var display: DisplayOptions
+
+    func validate() throws {
+        guard ByteCount.parse(largeRate) != nil else { throw ValidationError("--large-rate takes a size per second such as 64M, or 0") }
+        guard largeSize >= 1 else { throw ValidationError("--large-size must be at least 1 (MiB)") }
+    }
 
     func run() async throws {
         let origin = try await LoopbackOrigin.start(threads: 2, port: serve ? port : 0)
@@ -41,13 +49,11 @@ struct DemoCommand: AsyncParsableCommand {
             ("hls", HLSFixture.install(on: origin)),
         ]
         let inputs = fixtures.flatMap(\.fixture.inputs) + [origin.url(large).absoluteString]
-        var pluginArguments = InputOptions()
-        pluginArguments.pluginArguments = fixtures.flatMap(\.fixture.pluginArguments)
-
-        var state = StateOptions()
-        state.stateDirectory = temporary + "/state"
-        var network = NetworkOptions()
-        network.proxy = ""
+        if let rate = ByteCount.parse(largeRate), rate > 0 { origin.inject(.throttle(bytesPerSecond: Int(rate)), at: large) }
+        // Option groups come from parsing (their property wrappers need it), as if typed.
+        let pluginArguments = try InputOptions.parse(fixtures.flatMap(\.fixture.pluginArguments).flatMap { ["--plugin-arg", $0] })
+        let state = try StateOptions.parse(["--state-dir", temporary + "/state"])
+        let network = try NetworkOptions.parse(["--proxy", ""])
         let session = try Session.open(Session.Settings(downloadRoot: root, jobs: 8, segments: 16, network: network, state: state))
         let screen = Display(json: display.json, quiet: display.quiet)
         if screen.mode != .json {

@@ -130,8 +130,7 @@ struct RemoveCommand: AsyncParsableCommand {
 enum TaskCommand {
     static func run(action: String, keys: [String], state: StateOptions, deleteFiles: Bool = false) async throws {
         do {
-            var settings = Session.Settings()
-            settings.state = state
+            let settings = Session.Settings(network: try NetworkOptions.parse([]), state: state)
             guard let session = try TaskSelection.openUnlessBusy(settings) else {
                 try await TaskSelection.post(action, keys, state: state, deleteFiles: deleteFiles)
                 return

@@ -16,6 +16,7 @@ final class Display: Sendable {
     private struct State {
         var drawnLines = 0
         var finished: Set<DownloadTaskID> = []
+        var finishedGroups: Set<String> = []
     }
 
     init(json: Bool, quiet: Bool) {
@@ -41,6 +42,12 @@ final class Display: Sendable {
         case .live:
             if case .taskStateChanged(let info, _) = event, info.state.isFinal {
                 permanent(Self.finishedLine(info))
+            } else if case .groupUpdated(let group) = event, group.state == .completed || group.state == .failed {
+                let first = state.withLock { $0.finishedGroups.insert(group.key).inserted }
+                if first {
+                    let mark = group.state == .completed ? "✓" : "✗"
+                    permanent("\(mark) group \(group.title) — \(group.children.count) tasks, \(ByteCount.format(group.rollUp.bytesDone))")
+                }
             } else if case .notice(let notice) = event {
                 permanent("! \(notice.message)")
             } else if case .taskError(let id, let error, let willRetry) = event, !willRetry {
@@ -65,19 +72,23 @@ final class Display: Sendable {
         var lines: [String] = []
         for group in groups where group.state == .downloading || group.state == .waiting {
             lines.append(Self.progressLine(
-                title: "▸ \(group.title) (\(group.children.count) tasks)", done: group.rollUp.bytesDone,
+                title: "▸ group \(group.title) (\(group.children.count) tasks)", done: group.rollUp.bytesDone,
                 total: group.rollUp.bytesTotal, speed: group.rollUp.bytesPerSecond, eta: group.rollUp.eta, state: group.state.rawValue))
         }
         let running = tasks.filter { $0.state.isRunning || $0.state.isInterrupted }
         for task in running.prefix(20) {
             lines.append(Self.progressLine(
                 title: task.title, done: task.bytesDone, total: task.bytesTotal, speed: task.bytesPerSecond,
-                eta: task.eta, state: task.state.description))
+                eta: task.eta, state: task.state.description, segments: (task.segmentsDone, task.segmentsTotal)))
         }
+        // The footer: the whole run at a glance.
         let waiting = tasks.filter { $0.state == .waiting }.count
-        if waiting > 0 || running.count > 20 {
-            lines.append("  … \(waiting) waiting" + (running.count > 20 ? ", \(running.count - 20) more running" : ""))
-        }
+        let finished = tasks.filter(\.state.isFinal).count
+        var footer = "  ⇣ \(ByteCount.speed(running.reduce(0) { $0 + $1.bytesPerSecond }))  \(running.count) running"
+        if running.count > 20 { footer += " (\(running.count - 20) not shown)" }
+        if waiting > 0 { footer += ", \(waiting) waiting" }
+        footer += ", \(finished) of \(tasks.count) done"
+        lines.append(footer)
         state.withLock { state in
             var text = state.drawnLines > 0 ? "\u{1B}[\(state.drawnLines)A" : ""
             for line in lines { text += "\u{1B}[2K" + String(line.prefix(width - 1)) + "\n" }
@@ -132,9 +143,20 @@ final class Display: Sendable {
 
     // MARK: Lines
 
-    static func progressLine(title: String, done: Int64, total: Int64?, speed: Double, eta: Duration?, state: String) -> String {
-        let percent = total.map { $0 > 0 ? String(format: "%5.1f%%", min(100, Double(done) / Double($0) * 100)) : "100.0%" } ?? "   ?  "
-        let amount = ByteCount.format(done) + (total.map { " / " + ByteCount.format($0) } ?? "")
+    static func progressLine(
+        title: String, done: Int64, total: Int64?, speed: Double, eta: Duration?, state: String, segments: (Int, Int)? = nil
+    ) -> String {
+        let percent: String
+        if let total {
+            percent = total > 0 ? String(format: "%5.1f%%", min(100, Double(done) / Double(total) * 100)) : "100.0%"
+        } else if let (finished, count) = segments, count > 0 {
+            // No byte total yet (HLS, a server that sends no length): count segments instead.
+            percent = String(format: "%5.1f%%", Double(finished) / Double(count) * 100)
+        } else {
+            percent = "   -  "
+        }
+        var amount = ByteCount.format(done) + (total.map { " / " + ByteCount.format($0) } ?? "")
+        if total == nil, let (finished, count) = segments, count > 1 { amount += " (\(finished)/\(count) seg)" }
         let rate = speed > 0 ? ByteCount.speed(speed) : "-"
         let left = eta.map { "ETA " + ByteCount.duration($0) } ?? ""
         let status = state == "downloading" ? "" : " [\(state)]"

@@ -30,6 +30,27 @@ import TesseraTesting
         }
     }
 
+    @Test func aLateTransferGetsItsShareUnderTheGlobalLimit() async throws {
+        var configuration = CurlEngine.Configuration.forTests()
+        configuration.globalRateLimit = 2 << 20
+        let engine = try CurlEngine(configuration: configuration)
+        try await withLoopbackOrigin { origin in
+            // Four long transfers take the whole limit (8 MiB each: 16 s together)...
+            let long = (0..<4).map { index in
+                Task { try await engine.transfer(TransferRequest(url: origin.url("/bytes/8388608/long\(index)"), destination: .discard)) }
+            }
+            try await Task.sleep(for: .milliseconds(300))
+            // ...then a small one arrives: a fair share (a fifth, 400 KiB/s) brings 256 KiB in
+            // under a second; starved, it would wait for a long one to finish.
+            let started = ContinuousClock.now
+            let small = try await engine.transfer(TransferRequest(url: origin.url("/bytes/262144/small"), destination: .discard))
+            let seconds = Double((ContinuousClock.now - started).nanoseconds) / 1e9
+            #expect(small.bytesReceived == 262_144)
+            #expect(seconds < 2, "256 KiB next to four busy transfers took \(seconds) s")
+            for task in long { task.cancel() }
+        }
+    }
+
     @Test func aSingleTransferHasItsOwnLimit() async throws {
         let engine = try CurlEngine(configuration: .forTests())
         try await withLoopbackOrigin { origin in
