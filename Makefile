@@ -13,7 +13,8 @@ TEST_PACKAGES  := nginx-light openssl
 # What the benchmark compares against.
 BENCH_PACKAGES := nginx-light aria2 curl python3
 
-.PHONY: all demo test bench conformance build deps bench-deps clean help
+.PHONY: all demo test bench conformance docs build deps bench-deps clean help
+DOCC ?= $(shell command -v docc || echo "$(dir $(realpath $(shell command -v $(SWIFT))))docc")
 # What the conformance check compares against: aria2c from apt, yt-dlp from PyPI in a venv.
 CONFORMANCE_PACKAGES := aria2 python3 python3-venv
 
@@ -24,6 +25,7 @@ help:
 	@echo "make test   build and run the test suite"
 	@echo "make bench  engine benchmark against curl --parallel and aria2c (nginx on loopback)"
 	@echo "make conformance  DASH segment lists against yt-dlp, Metalink outputs against aria2c"
+	@echo "make docs   the DocC documentation of Tessera into .build/docs (warnings are errors)"
 
 # apt-get update runs only when something is missing, and only once.
 define ensure_packages
@@ -65,6 +67,18 @@ conformance: deps
 	$(call ensure_packages,$(CONFORMANCE_PACKAGES))
 	$(SWIFT) build --product tessera
 	python3 Conformance/run.py --tessera "$$($(SWIFT) build --show-bin-path)/tessera" $(CONFORMANCE_ARGS)
+
+# DocC for the Tessera library: symbol graphs from a build of its own (other flags than the
+# normal build, so it does not invalidate it), then docc with warnings as errors.
+docs: deps
+	$(SWIFT) build --target Tessera --scratch-path .build/docs-build \
+		-Xswiftc -emit-symbol-graph -Xswiftc -emit-symbol-graph-dir -Xswiftc $(CURDIR)/.build/docs-build/symbol-graphs
+	rm -rf .build/docs-symbols && mkdir -p .build/docs-symbols
+	cp .build/docs-build/symbol-graphs/Tessera.symbols.json .build/docs-symbols/
+	"$(DOCC)" convert Sources/Tessera/Tessera.docc --additional-symbol-graph-dir .build/docs-symbols \
+		--fallback-display-name Tessera --fallback-bundle-identifier org.tessera.Tessera \
+		--output-path .build/docs --warnings-as-errors
+	@echo "Documentation in .build/docs (open with a static web server, e.g. python3 -m http.server -d .build/docs)"
 
 clean:
 	rm -rf .build

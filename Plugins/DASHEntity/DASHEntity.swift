@@ -98,13 +98,22 @@ public final class DASHEntity: PayloadEntity<DASHPayload>, DownloadParserProtoco
     }
 
     /// The directory the outputs go in: the MPD's file name without `.mpd`, made safe
-    /// (`https://cdn/a/stream.mpd?x=1` → `stream`; `manifest` when the URL names no file).
+    /// (`https://cdn/a/stream.mpd?x=1` → `stream`). A file named just `.mpd` (Unified
+    /// Streaming's `…/movie.ism/.mpd`) takes its directory's name without `.ism`/`.isml`
+    /// (`movie`); `manifest` when the URL names nothing.
     public var outputDirectory: String { Self.directoryName(for: payload.url) }
 
     static func directoryName(for url: URL) -> String {
-        let path = URLComponents(url: url, resolvingAgainstBaseURL: true)?.path ?? url.path
-        var name = path.split(separator: "/").last.map(String.init) ?? ""
+        let path = URLComponents(url: url, resolvingAgainstBaseURL: true)?.percentEncodedPath ?? url.path
+        let components = path.split(separator: "/").map { $0.removingPercentEncoding ?? String($0) }
+        var name = components.last ?? ""
         if name.lowercased().hasSuffix(".mpd") { name.removeLast(4) }
+        if name.isEmpty, components.count >= 2 {
+            name = components[components.count - 2]
+            for suffix in [".ism", ".isml"] where name.lowercased().hasSuffix(suffix) {
+                name.removeLast(suffix.count)
+            }
+        }
         return SafePath.sanitizedFileName(name, fallback: "manifest")
     }
 
@@ -132,6 +141,7 @@ public final class DASHEntity: PayloadEntity<DASHPayload>, DownloadParserProtoco
     public func manifest(from document: XMLDocument, url: URL, maxSegments: Int = 1_000_000) throws(DownloadError)
         -> DownloadManifest
     {
+        try URLSafety.check(url, context: "the MPD's URL")
         let mpd = try MPDReader(document: document, url: url).read()
         let tracks = try Self.tracks(of: mpd)
         let selected = try Self.select(tracks.map(\.first), format: payload.format)
@@ -146,8 +156,16 @@ public final class DASHEntity: PayloadEntity<DASHPayload>, DownloadParserProtoco
             var trackPlans: [SegmentPlan] = []
             for representation in track.parts {
                 let remaining = max(0, Int128(maxSegments) - total)
-                let plan = try SegmentPlanner.plan(
-                    representation, in: mpd.periods[representation.periodIndex], limit: Int(min(remaining, Int128(Int.max))))
+                let plan: SegmentPlan
+                do {
+                    plan = try SegmentPlanner.plan(
+                        representation, in: mpd.periods[representation.periodIndex], limit: Int(min(remaining, Int128(Int.max))))
+                } catch where error.code == .manifestTooLarge {
+                    throw DownloadError(
+                        .manifestTooLarge,
+                        "\(error.message): the MPD may describe at most \(maxSegments) segments in all (the limit, ResolveContext.maxSegments)",
+                        url: url.absoluteString)
+                }
                 total += plan.segmentCount
                 if total > Int128(maxSegments) {
                     throw DownloadError(

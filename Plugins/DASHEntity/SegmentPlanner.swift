@@ -220,11 +220,12 @@ enum SegmentPlanner {
         }
     }
 
-    /// The refusal of a stream with more segments than the limit.
+    /// The refusal of a stream with more segments than the limit; `limit` is what is left of
+    /// it after the representations counted before (the caller names the whole limit).
     static func tooMany(_ element: XMLElement, limit: Int) -> DownloadError {
         DownloadError(
             .manifestTooLarge,
-            "the MPD's \(element.description) describes more than \(limit) segments, the limit (ResolveContext.maxSegments)")
+            "the MPD's \(element.description) describes more segments than the limit leaves room for (\(limit) more)")
     }
 
     private static func missingBandwidth(_ representation: MPDRepresentation, template: String) -> DownloadError {

@@ -44,6 +44,7 @@ struct TaskRunner {
             }
             let all = await session.manager.checkAll()
             infos = tracked.compactMap { id in all.first { $0.id == id } }
+            for info in infos { clock.observe(info) }
             let done = infos.allSatisfy { $0.state.isFinal || $0.state == .paused || $0.state == .idle }
             if done || ContinuousClock.now - lastRedraw >= .milliseconds(250) {
                 let groups = await session.manager.checkAllGroups().filter { group in group.children.contains { tracked.contains($0.id) } }
@@ -74,11 +75,17 @@ struct TaskRunner {
 
         func record(_ event: DownloadEvent) {
             guard case .taskStateChanged(let info, _) = event else { return }
+            observe(info)
+        }
+
+        /// Notes a task's state as seen now (from an event or a poll; the earliest sighting wins,
+        /// because either may lag behind the other).
+        func observe(_ info: DownloadTaskInfo) {
             let now = ContinuousClock.now
             marks.withLock { marks in
-                if info.state == .downloading, marks[info.id]?.end != nil || marks[info.id] == nil {
-                    // A resumed task counts from its latest start.
-                    marks[info.id] = (now, nil)
+                if info.state == .downloading || info.state == .resolving {
+                    // A task resumed after it ended counts from its latest start.
+                    if marks[info.id] == nil || marks[info.id]?.end != nil && info.state == .downloading { marks[info.id] = (now, nil) }
                 } else if info.state.isFinal || info.state == .paused, let mark = marks[info.id], mark.end == nil {
                     marks[info.id] = (mark.start, now)
                 }

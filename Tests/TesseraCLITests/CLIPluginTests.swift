@@ -81,6 +81,36 @@ import TesseraTesting
         }
     }
 
+    @Test func jsonEventLinesFollowTheirSchema() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let fixture = MetalinkFixture.install(on: origin)  // a group, a failing mirror, a corrupt piece: retries
+            origin.inject(.status(404), at: "/gone.bin")
+            let result = try await cli.run(
+                ["get", "--json"] + fixture.inputs + [origin.url("/gone.bin").absoluteString, "nosuchplugin:1", "ftp://127.0.0.1/x"])
+            #expect(result.status == 1)
+            let schema = SchemaValidator(root: try JSONValue.parse(String(contentsOfFile: repositoryRoot + "/docs/events.schema.json", encoding: .utf8)))
+            let lines = result.output.split(separator: "\n").map(String.init)
+            #expect(lines.count > 10)
+            var types: Set<String> = []
+            for line in lines {
+                let event = try JSONValue.parse(line)
+                let type = try #require(event["type"]?.stringValue, "\(line)")
+                types.insert(type)
+                #expect(schema.problems(event) == [], "\(line)")
+                #expect(schema.problems(event, definition: type) == [], "\(line)")
+            }
+            #expect(types.isSuperset(of: ["task_added", "task_state", "task_error", "group", "input_error", "summary"]), "\(types)")
+            let summary = try JSONValue.parse(try #require(lines.last))
+            #expect(summary["type"]?.stringValue == "summary")
+            #expect(summary["exitCode"]?.int == 1)
+            #expect(summary["tasks"]?.arrayValue.count == 4)
+            // A wrong line is caught: the schema is strict.
+            #expect(!schema.problems(try JSONValue.parse(#"{"type":"task_removed","id":"x","extra":1}"#), definition: "task_removed").isEmpty)
+        }
+    }
+
     @Test func theSchemaValidatorRejectsWhatTheSchemaForbids() throws {
         let schema = try JSONValue.parse(String(contentsOfFile: repositoryRoot + "/docs/resolve.schema.json", encoding: .utf8))
         let validator = SchemaValidator(root: schema)

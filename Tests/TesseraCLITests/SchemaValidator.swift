@@ -30,6 +30,14 @@ struct SchemaValidator {
         return problems
     }
 
+    /// The problems with `value` against the definition `#/$defs/<name>`.
+    func problems(_ value: JSONValue, definition name: String) -> [String] {
+        guard let definition = root["$defs"]?[name] else { return ["$: the schema has no definition \"\(name)\""] }
+        var problems: [String] = []
+        check(value, against: definition, at: "$", into: &problems)
+        return problems
+    }
+
     private func check(_ value: JSONValue, against schema: JSONValue, at path: String, into problems: inout [String]) {
         guard case .object(let rules) = schema else { return problems.append("\(path): the schema is not an object") }
         for key in rules.keys where !Self.known.contains(key) {

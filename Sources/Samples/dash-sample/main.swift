@@ -15,15 +15,26 @@ import TesseraTesting
 var outputDirectory: String?
 var format: String?
 var urls: [String] = []
+let usage = "usage: dash-sample [--output DIR] [--format best|worst|all|ID+ID] [URL.mpd ...]"
+func fail(_ message: String) -> Never {
+    print("dash-sample: \(message)\n\(usage)")
+    exit(2)
+}
 var arguments = CommandLine.arguments.dropFirst()
 while let argument = arguments.popFirst() {
     switch argument {
-    case "--output", "-o": outputDirectory = arguments.popFirst()
-    case "--format", "-f": format = arguments.popFirst()
+    case "--output", "-o":
+        guard let value = arguments.popFirst(), !value.isEmpty else { fail("--output needs a value") }
+        outputDirectory = value
+    case "--format", "-f":
+        guard let value = arguments.popFirst(), !value.isEmpty else { fail("--format needs a value") }
+        format = value
     case "--help", "-h":
-        print("usage: dash-sample [--output DIR] [--format best|worst|all|ID+ID] [URL.mpd ...]")
+        print(usage)
         exit(0)
-    default: urls.append(argument)
+    default:
+        if argument.hasPrefix("-") { fail("unknown option \(argument)") }
+        urls.append(argument)
     }
 }
 

@@ -1,39 +1,99 @@
 import Synchronization
 
-/// A counting semaphore for async code: at most `limit` holders; waiters are served in order,
-/// and a cancelled waiter leaves the line at once.
+/// The manager's segment transfer slots, shared fairly between tasks.
+///
+/// At most `limit` transfers hold a slot. Tasks that are running ``join(_:)`` the semaphore; a
+/// task may hold at most `limit - (running tasks - 1)` slots, so a task that starts while
+/// another fills every slot with long pieces still gets one as soon as one frees, and one
+/// that joins later gets one at the first release. A released slot goes to the waiter whose task
+/// holds the fewest, the longest waiting first among equals. A cancelled waiter leaves the line
+/// at once.
 final class AsyncSemaphore: Sendable {
-    /// One call to ``acquire()``. Its fields are only touched under the semaphore's lock.
+    /// One call to ``acquire(for:)``. Its fields are only touched under the semaphore's lock.
     private final class Waiter: @unchecked Sendable {
+        let owner: DownloadTaskID
         var continuation: CheckedContinuation<Void, any Error>?
         var cancelled = false
+
+        init(owner: DownloadTaskID) { self.owner = owner }
     }
 
     private struct State {
-        var available: Int
         let limit: Int
+        var inUse = 0
+        var held: [DownloadTaskID: Int] = [:]
+        /// Tasks that joined, with how many times (a task joins once per run).
+        var members: [DownloadTaskID: Int] = [:]
         var waiters: [Waiter] = []
+
+        /// The most one task may hold now.
+        var share: Int { max(1, limit - max(0, members.count - 1)) }
+
+        func mayTake(_ owner: DownloadTaskID) -> Bool {
+            inUse < limit && held[owner, default: 0] < share
+        }
+
+        mutating func take(_ owner: DownloadTaskID) {
+            inUse += 1
+            held[owner, default: 0] += 1
+        }
+
+        /// Removes and returns the waiters that may take a slot now, fairest first.
+        mutating func grantable() -> [CheckedContinuation<Void, any Error>] {
+            var granted: [CheckedContinuation<Void, any Error>] = []
+            while inUse < limit {
+                var best: Int?
+                for (index, waiter) in waiters.enumerated() where mayTake(waiter.owner) {
+                    if let current = best, held[waiters[current].owner, default: 0] <= held[waiter.owner, default: 0] { continue }
+                    best = index
+                }
+                guard let index = best else { break }
+                let waiter = waiters.remove(at: index)
+                take(waiter.owner)
+                if let continuation = waiter.continuation { granted.append(continuation) }
+                waiter.continuation = nil
+            }
+            return granted
+        }
     }
 
     private let state: Mutex<State>
 
     init(limit: Int) {
-        state = Mutex(State(available: max(1, limit), limit: max(1, limit)))
+        state = Mutex(State(limit: max(1, limit)))
     }
 
     /// The holders now.
-    var inUse: Int { state.withLock { $0.limit - $0.available } }
+    var inUse: Int { state.withLock { $0.inUse } }
 
-    /// Waits for a permit; throws `CancellationError` if the task is cancelled first.
-    func acquire() async throws {
-        let waiter = Waiter()
+    /// The slots `owner` holds now.
+    func held(by owner: DownloadTaskID) -> Int { state.withLock { $0.held[owner, default: 0] } }
+
+    /// A task starts running: it counts for the fair share from now on.
+    func join(_ owner: DownloadTaskID) {
+        state.withLock { $0.members[owner, default: 0] += 1 }
+    }
+
+    /// A task's run ended: the others' share grows, and waiters it held back may go.
+    func leave(_ owner: DownloadTaskID) {
+        let granted = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
+            if let count = state.members[owner] { state.members[owner] = count > 1 ? count - 1 : nil }
+            return state.grantable()
+        }
+        for continuation in granted { continuation.resume() }
+    }
+
+    /// Waits for a slot for `owner`; throws `CancellationError` if the task is cancelled first.
+    func acquire(for owner: DownloadTaskID) async throws {
+        let waiter = Waiter(owner: owner)
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 enum Outcome { case granted, cancelled, queued }
                 let outcome = state.withLock { state -> Outcome in
                     if waiter.cancelled { return .cancelled }
-                    if state.available > 0 {
-                        state.available -= 1
+                    // Nobody waiting who should go first: take it at once.
+                    if state.mayTake(owner), !state.waiters.contains(where: { state.mayTake($0.owner) && state.held[$0.owner, default: 0] <= state.held[owner, default: 0] }) {
+                        state.take(owner)
                         return .granted
                     }
                     waiter.continuation = continuation
@@ -58,17 +118,13 @@ final class AsyncSemaphore: Sendable {
         }
     }
 
-    /// Returns a permit; the longest waiter gets it.
-    func release() {
-        let next = state.withLock { state -> CheckedContinuation<Void, any Error>? in
-            guard !state.waiters.isEmpty else {
-                state.available = min(state.limit, state.available + 1)
-                return nil
-            }
-            let waiter = state.waiters.removeFirst()
-            defer { waiter.continuation = nil }
-            return waiter.continuation
+    /// Returns `owner`'s slot; the fairest waiter gets it.
+    func release(for owner: DownloadTaskID) {
+        let granted = state.withLock { state -> [CheckedContinuation<Void, any Error>] in
+            state.inUse = max(0, state.inUse - 1)
+            if let count = state.held[owner] { state.held[owner] = count > 1 ? count - 1 : nil }
+            return state.grantable()
         }
-        next?.resume()
+        for continuation in granted { continuation.resume() }
     }
 }

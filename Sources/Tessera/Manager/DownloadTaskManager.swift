@@ -790,7 +790,7 @@ public actor DownloadTaskManager {
 
     // MARK: - Restore
 
-    /// What ``restore()`` did.
+    /// What ``DownloadTaskManager/restore(resuming:)`` did.
     public struct RestoreReport: Sendable {
         /// The tasks now known to the manager, in their restored states.
         public var restored: [DownloadTaskInfo]

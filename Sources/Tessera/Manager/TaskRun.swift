@@ -68,6 +68,9 @@ struct TaskRun: Sendable {
     // MARK: - The run
 
     func run() async {
+        // A running task counts for the fair share of segment slots (see AsyncSemaphore).
+        limiter.join(id)
+        defer { limiter.leave(id) }
         do {
             guard let start = await manager.runnerStart(id, generation: generation) else { return }
             var resolves = start.resolveCount
@@ -315,14 +318,14 @@ struct TaskRun: Sendable {
                 resume: checkpoint, expectedLength: segment.encryption == nil ? segment.expectedSize : nil)
             request.recordsValidator = destination.isWholeFile && destination.ownsTail
             do {
-                try await limiter.acquire()
+                try await limiter.acquire(for: id)
                 let result: TransferResult
                 do {
                     let counter = self.counter, key = planned.key
                     result = try await engine.transfer(request) { progress in counter.update(key, progress.checkpoint) }
-                    limiter.release()
+                    limiter.release(for: id)
                 } catch {
-                    limiter.release()
+                    limiter.release(for: id)
                     throw error
                 }
                 if let checksum = segment.checksum {

@@ -4,7 +4,7 @@
 ///
 /// The value is validated when it is made: ``hexDigest`` always holds exactly
 /// `2 × algorithm.digestLength` lowercase hex digits, so two checksums of the same bytes are
-/// `==` however the manifest spelled them. Compute and verify with ``compute(_:bytes:)``,
+/// `==` however the manifest spelled them. Compute and verify with ``compute(_:bytes:)-(_,Collection<UInt8>)``,
 /// ``compute(_:fileAt:range:)`` and ``verify(fileAt:range:)``, or stream with
 /// ``ChecksumHasher``. The hashing is OpenSSL's libcrypto.
 public struct Checksum: Hashable, Sendable, Codable, CustomStringConvertible {

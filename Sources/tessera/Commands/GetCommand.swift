@@ -91,8 +91,9 @@ struct DownloadRun {
             display.standardError("tessera: \(describe(error))")
             throw ExitCode(1)
         }
-        let events = session.manager.events()
         let report = try await session.manager.restore(resuming: false)
+        // Subscribed after the restore: the events are this run's, not the store's history.
+        let events = session.manager.events()
         for (id, error) in report.skipped {
             display.standardError("tessera: the stored task \(id) is skipped: \(error.message)")
         }

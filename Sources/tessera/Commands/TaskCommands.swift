@@ -89,9 +89,10 @@ struct ResumeCommand: AsyncParsableCommand {
             return
         }
         let display = Display(json: output.json, quiet: output.quiet)
-        let events = session.manager.events()
         do {
             try await session.manager.restore(resuming: false)
+            // Subscribed after the restore: the events are this run's, not the store's history.
+            let events = session.manager.events()
             let infos = await session.manager.checkAll()
             let ids = all ? infos.filter { !$0.state.isFinal }.map(\.id) : try TaskSelection.resolve(keys, among: infos.map(\.id))
             for id in ids { try await session.manager.resume(id) }

@@ -110,16 +110,20 @@ public struct XMLElement: Sendable, Hashable, CustomStringConvertible {
 
     /// The child elements with local name `name`, in document order.
     ///
-    /// - Parameter namespaceURI: The namespace the children must be in; `nil` accepts any
-    ///   namespace (and none).
+    /// - Parameters:
+    ///   - name: The local name (without a prefix).
+    ///   - namespaceURI: The namespace the children must be in; `nil` accepts any namespace
+    ///     (and none).
     public func children(named name: String, namespaceURI: String? = nil) -> [XMLElement] {
         children.filter { $0.matches(name, namespaceURI: namespaceURI) }
     }
 
     /// The first child element with local name `name`, or `nil`.
     ///
-    /// - Parameter namespaceURI: The namespace the child must be in; `nil` accepts any
-    ///   namespace (and none).
+    /// - Parameters:
+    ///   - name: The local name (without a prefix).
+    ///   - namespaceURI: The namespace the child must be in; `nil` accepts any namespace
+    ///     (and none).
     public func firstChild(named name: String, namespaceURI: String? = nil) -> XMLElement? {
         var current = node.pointee.children
         while let child = current {
