@@ -132,7 +132,7 @@ struct TaskRunner {
             if let error = info.error, info.state != .completed { object["error"] = JSONEvent.error(error) }
             if let time = outcome.times[info.id] { object["seconds"] = Double(time.components.seconds) + Double(time.components.attoseconds) / 1e18 }
             tasks.append(object)
-            let mark = info.state == .completed ? "✓" : "✗"
+            let mark = info.state == .completed ? "✓" : (info.state == .paused ? "‖" : "✗")
             var line = "\(mark) \(info.state.description.padding(toLength: 11, withPad: " ", startingAt: 0)) \(ByteCount.format(info.bytesDone).padding(toLength: 11, withPad: " ", startingAt: 0)) \(info.title)"
             if info.state != .completed, let error = info.error { line += " — \(error.message)" }
             lines.append(line)

@@ -147,4 +147,44 @@ import TesseraTesting
             #expect(origin.totalBytesServed - servedBefore < 6_000_000 - 3_000_000 + 1_000_000)
         }
     }
+
+    @Test func pauseAndResumeReachTheRunningTesseraAndRemoveDeletesTheFiles() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let slow = "/bytes/3000000/slow.iso", quick = "/bytes/200000/quick.bin"
+            origin.inject(.throttle(bytesPerSecond: 1_000_000), at: slow)
+            let (process, out, _) = try cli.start(["get", origin.url(slow).absoluteString, origin.url(quick).absoluteString])
+            while origin.bytesServed(for: slow) < 500_000 { try await Task.sleep(for: .milliseconds(20)) }
+            // Another tessera, the same state directory: the command goes through the running one.
+            let pause = try await cli.run(["pause", "--state-dir", cli.state, "slow.iso"])
+            #expect(pause.status == 0, "\(pause.errors)")
+            #expect(pause.output.contains("sent to the running tessera"))
+            let deadline = ContinuousClock.now + .seconds(20)
+            while process.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(!process.isRunning)
+            let output = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+            #expect(output.contains("paused direct:\(origin.url(slow).absoluteString)"), "\(output)")
+            #expect(fileSize(cli.downloads + "/quick.bin") == 200_000)
+
+            // Nobody holds the store now: resume runs the task itself, from where it stopped.
+            origin.clearFaults()
+            let resume = try await cli.run(["resume", "--state-dir", cli.state, "--proxy", "", "slow.iso"])
+            #expect(resume.status == 0, "\(resume.errors)")
+            #expect(await origin.content(at: slow).verifyFile(atPath: cli.downloads + "/slow.iso", size: 3_000_000))
+            #expect(origin.requests(for: slow).filter { $0.method == "GET" }.last?.header("Range") != nil)
+
+            // Remove with its files: gone from the store and the disk.
+            let remove = try await cli.run(["remove", "--state-dir", cli.state, "--delete-files", "slow.iso"])
+            #expect(remove.status == 0, "\(remove.errors)")
+            #expect(fileSize(cli.downloads + "/slow.iso") == nil)
+            let list = try await cli.run(["list", "--json", "--state-dir", cli.state])
+            let ids = (list.json?["tasks"] as? [[String: Any]])?.compactMap { $0["id"] as? String } ?? []
+            #expect(ids == ["direct:\(origin.url(quick).absoluteString)"])
+
+            let unknown = try await cli.run(["pause", "--state-dir", cli.state, "no-such-task"])
+            #expect(unknown.status == 1)
+            #expect(unknown.errors.contains("no task matches \"no-such-task\""))
+        }
+    }
 }
