@@ -16,7 +16,7 @@ enum SegmentPlanner {
         }
         switch information.kind {
         case .base: return try baseAddressing(representation, information)
-        case .list: return try listAddressing(representation, information)
+        case .list: return try listAddressing(representation, information, limit: limit)
         case .template: return try templateAddressing(representation, information, period: period, limit: limit)
         }
     }
@@ -52,11 +52,12 @@ enum SegmentPlanner {
     /// against the BaseURL, `@mediaRange` as the range; a range without `@media` is a part of
     /// the BaseURL file).
     private static func listAddressing(
-        _ representation: MPDRepresentation, _ information: SegmentInformation
+        _ representation: MPDRepresentation, _ information: SegmentInformation, limit: Int
     ) throws(DownloadError) -> SegmentPlan {
         guard !information.segmentURLs.isEmpty else {
             throw MPDErrors.invalid(information.element, "has no <SegmentURL> (representation \"\(SafePathText.printable(representation.id))\")")
         }
+        if information.segmentURLs.count > limit { throw tooMany(information.element, limit: limit) }
         var references: [SegmentPlan.Reference] = []
         references.reserveCapacity(information.segmentURLs.count)
         for element in information.segmentURLs {

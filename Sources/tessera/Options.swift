@@ -58,6 +58,9 @@ struct NetworkOptions: ParsableArguments {
     @Option(help: "Attempts per segment before a task fails.")
     var retries: Int?
 
+    @Option(name: .customLong("network-wait"), help: ArgumentHelp("How long a task waits for a host it cannot reach (refused, no route, no name) before it fails; 0 fails at once, -1 waits as long as it takes.", valueName: "seconds"))
+    var networkWait: Int = 30
+
     @Option(name: .customLong("header"), help: ArgumentHelp("A header field for every request (repeatable).", valueName: "'name: value'"))
     var headers: [String] = []
 

@@ -58,6 +58,7 @@ struct Session {
         configuration.maxConcurrentSegments = max(1, settings.segments)
         configuration.headers = headers
         if let retries = settings.network.retries { configuration.retry.maxAttempts = retries }
+        configuration.maxNetworkWait = settings.network.networkWait < 0 ? nil : .seconds(settings.network.networkWait)
         configuration.networkMonitor = NetlinkNetworkMonitor()
         let registry = makeRegistry()
         let manager = DownloadTaskManager(

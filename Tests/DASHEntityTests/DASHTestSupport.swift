@@ -89,6 +89,18 @@ func fileBytes(_ path: String) -> [UInt8]? {
     FileManager.default.contents(atPath: path).map { [UInt8]($0) }
 }
 
+/// Whether the file at `path` holds exactly `expected`; records where it differs (not the bytes).
+func sameBytes(_ path: String, _ expected: [UInt8], sourceLocation: SourceLocation = #_sourceLocation) -> Bool {
+    guard let actual = fileBytes(path) else {
+        Issue.record("\(path) is missing", sourceLocation: sourceLocation)
+        return false
+    }
+    guard actual != expected else { return true }
+    let first = zip(actual, expected).enumerated().first { $0.element.0 != $0.element.1 }?.offset ?? min(actual.count, expected.count)
+    Issue.record("\(path): \(actual.count) bytes, expected \(expected.count); first difference at byte \(first)", sourceLocation: sourceLocation)
+    return false
+}
+
 /// Every regular file under `directory`, relative to it (the manager's `.tessera` work area left out).
 func filesUnder(_ directory: String) -> [String] {
     guard let enumerator = FileManager.default.enumerator(atPath: directory) else { return [] }

@@ -99,7 +99,18 @@ import TesseraTesting
             #expect(unwritable.status == 1)
             #expect((unwritable.output + unwritable.errors).contains(readOnly + "/file"), "\(unwritable.output) \(unwritable.errors)")
 
-            for result in [unknown, scheme, gone, unwritable] {
+            // Nothing listens on the port: after --network-wait, one line and exit status 1.
+            let port = try await { () async throws -> Int in
+                let down = try await LoopbackOrigin.start()
+                defer { Task { try? await down.shutdown() } }
+                return down.port
+            }()
+            try await Task.sleep(for: .milliseconds(100))
+            let refused = try await cli.run(["get", "--network-wait", "0", "http://127.0.0.1:\(port)/file.bin"])
+            #expect(refused.status == 1)
+            #expect(refused.output.contains("Couldn't connect to server") && refused.output.contains("gave up"), "\(refused.output)")
+
+            for result in [unknown, scheme, gone, unwritable, refused] {
                 #expect(!result.errors.contains("Fatal error") && !result.errors.contains("Stack trace"))
             }
         }

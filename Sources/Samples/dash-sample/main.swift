@@ -1,10 +1,12 @@
 // dash-sample: download MPEG-DASH streams with Tessera's DASHEntity plugin.
 //
 //   dash-sample                                  a demo stream from a loopback origin, verified
-//   dash-sample [--output DIR] [--format SEL] URL.mpd ...
+//   dash-sample [--output DIR] [--format SEL] [--network-wait SECONDS] URL.mpd ...
 //
 // SEL is best (best video + best audio, the default), worst, all, or representation ids
-// joined by + (v720+a128). Exits 0 when every task completed (and the demo verified), 1 otherwise.
+// joined by + (v720+a128). A task whose host cannot be reached waits for the network (the
+// manager retries by itself) for at most --network-wait seconds (default 30), then is given up.
+// Exits 0 when every task completed (and the demo verified), 1 otherwise, 2 for bad arguments.
 
 import DASHEntity
 import Foundation
@@ -15,7 +17,8 @@ import TesseraTesting
 var outputDirectory: String?
 var format: String?
 var urls: [String] = []
-let usage = "usage: dash-sample [--output DIR] [--format best|worst|all|ID+ID] [URL.mpd ...]"
+var networkWait = Duration.seconds(30)
+let usage = "usage: dash-sample [--output DIR] [--format best|worst|all|ID+ID] [--network-wait SECONDS] [URL.mpd ...]"
 func fail(_ message: String) -> Never {
     print("dash-sample: \(message)\n\(usage)")
     exit(2)
@@ -29,6 +32,11 @@ while let argument = arguments.popFirst() {
     case "--format", "-f":
         guard let value = arguments.popFirst(), !value.isEmpty else { fail("--format needs a value") }
         format = value
+    case "--network-wait":
+        guard let value = arguments.popFirst(), let seconds = Double(value), seconds >= 0 else {
+            fail("--network-wait needs a number of seconds")
+        }
+        networkWait = .milliseconds(Int64(seconds * 1000))
     case "--help", "-h":
         print(usage)
         exit(0)
@@ -84,6 +92,17 @@ if !pending.isEmpty {  // with nothing started, no event would ever come
         switch event {
         case .taskStateChanged(let info, let previous):
             print("state   \(info.title): \(previous) -> \(info.state)")
+            if case .interrupted = info.state {
+                // The manager resumes interrupted tasks by itself; a command-line tool gives up.
+                let id = info.id, wait = networkWait
+                Task {
+                    try? await Task.sleep(for: wait)
+                    if let now = await manager.check(id), case .interrupted = now.state {
+                        print("give up \(now.title): still \(now.state) after \(wait)")
+                        await manager.remove(id)
+                    }
+                }
+            }
             guard info.state.isFinal, pending.remove(info.id) != nil else { break }
             if info.state == .completed {
                 for output in info.outputs { print("saved   \(output.path)") }

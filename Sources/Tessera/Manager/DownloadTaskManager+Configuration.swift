@@ -37,6 +37,11 @@ extension DownloadTaskManager {
         /// How long tasks waiting for the network wait between probes of their hosts: doubling
         /// from the first value up to the second.
         public var networkProbeBackoff: (initial: Duration, maximum: Duration) = (.seconds(1), .seconds(60))
+        /// The longest a task waits in `interrupted(network)` for its hosts before it fails with
+        /// the error that sent it there; `nil` (the default) waits as long as it takes, which suits
+        /// an app on a phone. A command line wants a bound: a refused connection then fails like
+        /// curl's instead of waiting for a server that may never come.
+        public var maxNetworkWait: Duration?
         /// Where to log.
         public var logger = Logger(label: "tessera.manager")
 

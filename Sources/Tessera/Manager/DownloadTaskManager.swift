@@ -646,7 +646,27 @@ public actor DownloadTaskManager {
         task.probeURL = error.url.flatMap(URL.init(string:))
         hub.emit(.taskError(id, error, willRetry: true))
         transition(task, to: .interrupted(.network))
+        task.networkWaits += 1
+        if let limit = configuration.maxNetworkWait {
+            let wait = task.networkWaits
+            Task { [weak self] in
+                try? await Task.sleep(for: limit)
+                await self?.networkWaitExpired(id, wait: wait, after: limit)
+            }
+        }
         startProber()
+        schedule()
+    }
+
+    /// ``Configuration/maxNetworkWait`` ran out: a task still waiting since then fails.
+    private func networkWaitExpired(_ id: DownloadTaskID, wait: Int, after limit: Duration) {
+        guard let task = tasks[id], task.networkWaits == wait, task.state == .interrupted(.network) else { return }
+        let last = task.lastError ?? DownloadError(.networkUnreachable, "the host could not be reached")
+        var error = last
+        error.message = "\(last.message) (gave up after waiting \(limit) for the host)"
+        task.lastError = error
+        hub.emit(.taskError(id, error, willRetry: false))
+        transition(task, to: .failed)
         schedule()
     }
 
@@ -901,6 +921,9 @@ final class ManagedTask {
     var isRemoved = false
     /// For a task waiting for the network: a URL whose host the prober tries.
     var probeURL: URL?
+    /// How many times the task went to `interrupted(network)`: tells a wait's deadline whether
+    /// it is still the same wait.
+    var networkWaits = 0
     /// The last command that changed the task (see `commandEpoch`).
     var touchedAt = 0
 

@@ -73,7 +73,7 @@ public enum DownloadTaskState: Hashable, Sendable, Codable, CustomStringConverti
         .resolving: [.downloading, .waiting, .paused, .interrupted, .failed, .invalid, .removed],
         .downloading: [.resolving, .waiting, .paused, .interrupted, .completed, .failed, .invalid, .removed],
         .paused: [.waiting, .removed],
-        .interrupted: [.waiting, .paused, .removed],
+        .interrupted: [.waiting, .paused, .failed, .removed],
         .completed: [.waiting, .removed],
         .failed: [.waiting, .removed],
         .invalid: [.waiting, .removed],

@@ -21,6 +21,7 @@ struct TaskRun: Sendable {
     let layout: FileLayout
     let configuration: DownloadTaskManager.Configuration
     private let keys = KeyStore()
+    private let deadMirrors = DeadMirrors()
 
     init(
         manager: DownloadTaskManager, id: DownloadTaskID, generation: Int, entity: DownloadBaseEntity,
@@ -295,7 +296,9 @@ struct TaskRun: Sendable {
             // Bytes written after the last stored checkpoint (a crash came in between).
             checkpoint = recovered
         }
-        var mirror = 0
+        // A mirror that answered 404 (or another final refusal) for an earlier segment of this
+        // run is tried last, not first: pieces of one file share their mirrors.
+        var mirror = urls.indices.first { !deadMirrors.contains(urls[$0]) } ?? 0
         var dead = Set<Int>()
         var triedThisRound = Set<Int>()
         var failures = 0
@@ -396,6 +399,7 @@ struct TaskRun: Sendable {
                 }
                 if error.suggestsReResolve {
                     dead.insert(mirror)
+                    deadMirrors.insert(urls[mirror])
                     if let next = nextMirror(excluding: []) {
                         await manager.runnerError(id, generation: generation, error)
                         mirror = next
@@ -427,6 +431,7 @@ struct TaskRun: Sendable {
                 }
                 // Permanent for this URL: the next mirror, if any.
                 dead.insert(mirror)
+                deadMirrors.insert(urls[mirror])
                 if let next = nextMirror(excluding: []) {
                     await manager.runnerError(id, generation: generation, error)
                     mirror = next
@@ -556,6 +561,15 @@ struct TaskRun: Sendable {
         for byte in "\(id)/\(salt)".utf8 { seed = (seed ^ UInt64(byte)) &* 0x100_0000_01b3 }
         return SplitMixRandom(seed: seed)
     }
+}
+
+/// URLs that refused for good (404, 410, …) during one run, so the next segments that list
+/// them as mirrors start with another.
+private final class DeadMirrors: Sendable {
+    private let urls = Mutex<Set<URL>>([])
+
+    func insert(_ url: URL) { _ = urls.withLock { $0.insert(url) } }
+    func contains(_ url: URL) -> Bool { urls.withLock { $0.contains(url) } }
 }
 
 /// The keys of encrypted segments, fetched once per run: concurrent segments that share a key

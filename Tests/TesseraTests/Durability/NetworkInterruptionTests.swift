@@ -64,6 +64,34 @@ import TesseraTesting
         try await origin.shutdown()
     }
 
+    @Test func aBoundedWaitFailsTheTaskWithTheErrorThatStartedIt() async throws {
+        let root = TemporaryDirectory("network-bounded")
+        defer { root.cleanUp() }
+        let port = try await downOrigin()
+        let engine = try CurlEngine(configuration: .forTests())
+        var configuration = DownloadTaskManager.Configuration(downloadRoot: root.path)
+        configuration.networkProbeBackoff = (.milliseconds(100), .milliseconds(400))
+        configuration.maxNetworkWait = .milliseconds(600)
+        let manager = DownloadTaskManager(configuration: configuration, engine: engine)
+        let entity = DirectEntity(url: URL(string: "http://127.0.0.1:\(port)/bytes/1000/gone.bin")!)
+        let started = ContinuousClock.now
+        try await manager.start(entity)
+        #expect(await waitFor(manager, entity.taskID, .interrupted(.network)) == .interrupted(.network))
+        #expect(await waitFor(manager, entity.taskID, .failed) == .failed)
+        let waited = ContinuousClock.now - started
+        #expect(waited >= .milliseconds(600) && waited < .seconds(5), "\(waited)")
+        let error = await manager.check(entity.taskID)?.error
+        #expect(error?.code == .connectionRefused)
+        #expect(error?.message.contains("gave up after waiting") == true)
+
+        // A failed task may be started again; when the server is back it completes.
+        let origin = try await LoopbackOrigin.start(port: port)
+        try await manager.start(entity)
+        #expect(await waitFor(manager, entity.taskID, .completed) == .completed)
+        await engine.shutdown()
+        try await origin.shutdown()
+    }
+
     @Test func aProbeWithBackoffResumesWhenTheServerIsBack() async throws {
         let root = TemporaryDirectory("network-probe")
         defer { root.cleanUp() }

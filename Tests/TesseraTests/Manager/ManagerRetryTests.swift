@@ -99,6 +99,27 @@ import TesseraTesting
         }
     }
 
+    @Test func aMirrorThatAnswered404IsTriedLastByTheNextPieces() async throws {
+        try await withManager(configure: { $0.maxConcurrentSegments = 1 }) { harness in
+            // One file in four pieces, each listing a dead primary and a good mirror.
+            let size: Int64 = 40_000, piece: Int64 = 10_000
+            let good = "/mirrors/good/file.bin", dead = "/mirrors/dead/file.bin"
+            harness.origin.serve(good, .generated(size: size))
+            harness.origin.inject(.status(404), at: dead)
+            let urls = [harness.origin.url(dead).absoluteString, harness.origin.url(good).absoluteString]
+            let segments = stride(from: Int64(0), to: size, by: Int(piece)).map { offset in
+                FixtureDocument.Segment(urls: urls, size: piece, offset: offset, range: [offset, piece])
+            }
+            harness.serve(FixtureDocument(title: "pieces", outputs: [.init(name: "out-0.bin", segments: segments, assembly: "pieces")]), as: "pieces")
+            let entity = FixtureEntity(key: "pieces", manifestURL: "http://127.0.0.1:\(harness.origin.port)/manifests/pieces.json")
+            try await harness.manager.start(entity)
+            await harness.waitForState(entity.taskID, .completed)
+            #expect(harness.origin.requestCount(for: dead) == 1, "the dead mirror is asked once, not once per piece")
+            #expect(harness.origin.requests(for: good).filter { $0.method == "GET" }.count == 4)
+            #expect(await harness.origin.content(at: good).verifyFile(atPath: harness.outputPath(entity, 0), size: size))
+        }
+    }
+
     @Test func aGoneURLIsResolvedAgain() async throws {
         try await withManager { harness in
             // Attempt 1's manifest points at a URL that answers 403 (an expired signature);

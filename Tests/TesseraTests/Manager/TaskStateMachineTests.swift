@@ -9,7 +9,7 @@ import Tessera
         .resolving: [.downloading, .waiting, .paused, .interrupted, .failed, .invalid, .removed],
         .downloading: [.resolving, .waiting, .paused, .interrupted, .completed, .failed, .invalid, .removed],
         .paused: [.waiting, .removed],
-        .interrupted: [.waiting, .paused, .removed],
+        .interrupted: [.waiting, .paused, .failed, .removed],
         .completed: [.waiting, .removed],
         .failed: [.waiting, .removed],
         .invalid: [.waiting, .removed],
