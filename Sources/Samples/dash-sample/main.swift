@@ -64,8 +64,10 @@ let root = outputDirectory ?? (fixture != nil ? scratch + "/downloads" : "downlo
 let registry = EntityRegistry()
 DASHEntity.register(in: registry)
 let engine = try CurlEngine(configuration: engineConfiguration)
+var configuration = DownloadTaskManager.Configuration(downloadRoot: root)
+configuration.maxNetworkWait = networkWait  // an unreachable host fails the task after this long
 let manager = DownloadTaskManager(
-    configuration: .init(downloadRoot: root), engine: engine,
+    configuration: configuration, engine: engine,
     cache: try SegmentCache(directory: scratch + "/cache"), registry: registry)
 let events = manager.events()  // subscribe before starting, so no event is missed
 
@@ -92,17 +94,6 @@ if !pending.isEmpty {  // with nothing started, no event would ever come
         switch event {
         case .taskStateChanged(let info, let previous):
             print("state   \(info.title): \(previous) -> \(info.state)")
-            if case .interrupted = info.state {
-                // The manager resumes interrupted tasks by itself; a command-line tool gives up.
-                let id = info.id, wait = networkWait
-                Task {
-                    try? await Task.sleep(for: wait)
-                    if let now = await manager.check(id), case .interrupted = now.state {
-                        print("give up \(now.title): still \(now.state) after \(wait)")
-                        await manager.remove(id)
-                    }
-                }
-            }
             guard info.state.isFinal, pending.remove(info.id) != nil else { break }
             if info.state == .completed {
                 for output in info.outputs { print("saved   \(output.path)") }
