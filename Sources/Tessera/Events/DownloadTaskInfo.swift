@@ -17,6 +17,9 @@ public struct DownloadTaskInfo: Sendable, Equatable {
     public var bytesDone: Int64
     /// Bytes of the selected outputs in all, once known.
     public var bytesTotal: Int64?
+    /// Whether ``bytesTotal`` is an estimate: some segments' sizes are unknown until they
+    /// arrive (HLS, DASH), so the total is extrapolated from the finished ones.
+    public var bytesTotalIsEstimate = false
     /// Segments done and in all.
     public var segmentsDone: Int
     /// See ``segmentsDone``.

@@ -21,6 +21,7 @@ final class AsyncSemaphore: Sendable {
     private struct State {
         let limit: Int
         var inUse = 0
+        var peak = 0
         var held: [DownloadTaskID: Int] = [:]
         /// Tasks that joined, with how many times (a task joins once per run).
         var members: [DownloadTaskID: Int] = [:]
@@ -35,6 +36,7 @@ final class AsyncSemaphore: Sendable {
 
         mutating func take(_ owner: DownloadTaskID) {
             inUse += 1
+            peak = max(peak, inUse)
             held[owner, default: 0] += 1
         }
 
@@ -65,6 +67,9 @@ final class AsyncSemaphore: Sendable {
 
     /// The holders now.
     var inUse: Int { state.withLock { $0.inUse } }
+
+    /// The most holders there ever were at once.
+    var peakInUse: Int { state.withLock { $0.peak } }
 
     /// The slots `owner` holds now.
     func held(by owner: DownloadTaskID) -> Int { state.withLock { $0.held[owner, default: 0] } }

@@ -416,7 +416,8 @@ public actor DownloadTaskManager {
         }
         return DownloadTaskInfo(
             id: task.id, title: task.manifest?.title ?? task.entity.title, groupKey: task.groupKey, state: task.state,
-            mode: task.mode, bytesDone: bytes, bytesTotal: total, segmentsDone: task.counter.doneSegments,
+            mode: task.mode, bytesDone: bytes, bytesTotal: total, bytesTotalIsEstimate: total != nil && task.unknownSizes > 0,
+            segmentsDone: task.counter.doneSegments,
             segmentsTotal: task.segmentCount, bytesPerSecond: task.state.isRunning ? task.speed.bytesPerSecond : 0,
             eta: task.state.isRunning ? task.speed.eta(remaining: remaining) : nil, outputs: outputs,
             error: task.lastError, resolveCount: task.resolveCount, weight: task.weight)
@@ -939,7 +940,7 @@ final class ManagedTask {
     private(set) var workingOutputs: [(index: Int, output: DownloadOutput)] = []
     private(set) var segmentCount = 0
     private var knownBytes: Int64 = 0
-    private var unknownSizes = 0
+    private(set) var unknownSizes = 0
 
     /// Recomputes what snapshots need from the manifest, once per manifest or mode change.
     private func summarize() {
@@ -973,7 +974,7 @@ final class ManagedTask {
         if unknownSizes == 0 { return knownBytes }
         let done = counter.doneSegments
         guard done > 0 else { return nil }
-        return knownBytes + counter.bytes / Int64(done) * Int64(unknownSizes)
+        return max(counter.bytes, knownBytes + counter.bytes / Int64(done) * Int64(unknownSizes))
     }
 
     /// The segments still to fetch, with their checkpoints.

@@ -79,7 +79,8 @@ final class Display: Sendable {
         for task in running.prefix(20) {
             lines.append(Self.progressLine(
                 title: task.title, done: task.bytesDone, total: task.bytesTotal, speed: task.bytesPerSecond,
-                eta: task.eta, state: task.state.description, segments: (task.segmentsDone, task.segmentsTotal)))
+                eta: task.eta, state: task.state.description, segments: (task.segmentsDone, task.segmentsTotal),
+                estimated: task.bytesTotalIsEstimate))
         }
         // The footer: the whole run at a glance.
         let waiting = tasks.filter { $0.state == .waiting }.count
@@ -144,10 +145,11 @@ final class Display: Sendable {
     // MARK: Lines
 
     static func progressLine(
-        title: String, done: Int64, total: Int64?, speed: Double, eta: Duration?, state: String, segments: (Int, Int)? = nil
+        title: String, done: Int64, total: Int64?, speed: Double, eta: Duration?, state: String, segments: (Int, Int)? = nil,
+        estimated: Bool = false
     ) -> String {
         let percent: String
-        if let total {
+        if let total, !estimated || segments == nil {
             percent = total > 0 ? String(format: "%5.1f%%", min(100, Double(done) / Double(total) * 100)) : "100.0%"
         } else if let (finished, count) = segments, count > 0 {
             // No byte total yet (HLS, a server that sends no length): count segments instead.
@@ -155,12 +157,13 @@ final class Display: Sendable {
         } else {
             percent = "   -  "
         }
-        var amount = ByteCount.format(done) + (total.map { " / " + ByteCount.format($0) } ?? "")
-        if total == nil, let (finished, count) = segments, count > 1 { amount += " (\(finished)/\(count) seg)" }
+        // An estimated total (segment sizes still unknown) is marked as such.
+        var amount = ByteCount.format(done) + (total.map { " / " + (estimated ? "~" : "") + ByteCount.format($0) } ?? "")
+        if total == nil || estimated, let (finished, count) = segments, count > 1 { amount += " (\(finished)/\(count) seg)" }
         let rate = speed > 0 ? ByteCount.speed(speed) : "-"
         let left = eta.map { "ETA " + ByteCount.duration($0) } ?? ""
         let status = state == "downloading" ? "" : " [\(state)]"
-        return "  \(percent)  \(amount.padding(toLength: 24, withPad: " ", startingAt: 0))  \(rate.padding(toLength: 12, withPad: " ", startingAt: 0))  \(left.padding(toLength: 11, withPad: " ", startingAt: 0))  \(title)\(status)"
+        return "  \(percent)  \(amount.padding(toLength: max(24, amount.count), withPad: " ", startingAt: 0))  \(rate.padding(toLength: 12, withPad: " ", startingAt: 0))  \(left.padding(toLength: 11, withPad: " ", startingAt: 0))  \(title)\(status)"
     }
 
     static func finishedLine(_ info: DownloadTaskInfo) -> String {
@@ -233,7 +236,10 @@ enum JSONEvent {
             "mode": info.mode.rawValue, "bytesDone": info.bytesDone, "segmentsDone": info.segmentsDone,
             "segmentsTotal": info.segmentsTotal, "bytesPerSecond": Int64(info.bytesPerSecond),
         ]
-        if let total = info.bytesTotal { object["bytesTotal"] = total }
+        if let total = info.bytesTotal {
+            object["bytesTotal"] = total
+            if info.bytesTotalIsEstimate { object["bytesTotalIsEstimate"] = true }
+        }
         if let eta = info.eta { object["etaSeconds"] = Int(eta.components.seconds) }
         if let group = info.groupKey { object["group"] = group }
         if let error = info.error { object["error"] = self.error(error) }

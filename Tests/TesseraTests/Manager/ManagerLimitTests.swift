@@ -44,7 +44,9 @@ import TesseraTesting
             for fixture in fixtures { await harness.waitForState(fixture.id, .completed) }
             // Manifests are fetched outside the segment limit; segments never exceed four.
             #expect(harness.origin.maxConcurrentConnections <= 4 + 3)
-            #expect(harness.origin.maxConcurrentConnections >= 4)
+            #expect(harness.manager.limiter.peakInUse <= 4)
+            // Three running tasks share the four slots (at most two each): several ran at once.
+            #expect(harness.manager.limiter.peakInUse >= 2)
             #expect(harness.manager.limiter.inUse == 0)
         }
     }
