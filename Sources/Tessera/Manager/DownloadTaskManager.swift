@@ -972,8 +972,10 @@ final class ManagedTask {
     var totalBytes: Int64? {
         guard manifest != nil else { return nil }
         if unknownSizes == 0 { return knownBytes }
+        // Too few finished segments (the first are often small initialization segments) make
+        // a poor guess: none until a tenth, and at least three, are done.
         let done = counter.doneSegments
-        guard done > 0 else { return nil }
+        guard done >= 3, done * 10 >= segmentCount else { return nil }
         return max(counter.bytes, knownBytes + counter.bytes / Int64(done) * Int64(unknownSizes))
     }
 

@@ -92,7 +92,7 @@ final class Display: Sendable {
         lines.append(footer)
         state.withLock { state in
             var text = state.drawnLines > 0 ? "\u{1B}[\(state.drawnLines)A" : ""
-            for line in lines { text += "\u{1B}[2K" + String(line.prefix(width - 1)) + "\n" }
+            for line in lines { text += "\u{1B}[2K" + Self.fit(line, width - 1) + "\n" }
             // Clear what the previous board had below.
             if state.drawnLines > lines.count {
                 for _ in lines.count..<state.drawnLines { text += "\u{1B}[2K\n" }
@@ -164,6 +164,14 @@ final class Display: Sendable {
         let left = eta.map { "ETA " + ByteCount.duration($0) } ?? ""
         let status = state == "downloading" ? "" : " [\(state)]"
         return "  \(percent)  \(amount.padding(toLength: max(24, amount.count), withPad: " ", startingAt: 0))  \(rate.padding(toLength: 12, withPad: " ", startingAt: 0))  \(left.padding(toLength: 11, withPad: " ", startingAt: 0))  \(title)\(status)"
+    }
+
+    /// `line` in at most `width` characters: a long line loses the middle of its last field
+    /// (the title, usually a URL whose start and end say the most), not its end.
+    static func fit(_ line: String, _ width: Int) -> String {
+        guard line.count > width, width > 20 else { return String(line.prefix(max(0, width))) }
+        let keepEnd = min(24, width / 3)
+        return String(line.prefix(width - keepEnd - 1)) + "…" + String(line.suffix(keepEnd))
     }
 
     static func finishedLine(_ info: DownloadTaskInfo) -> String {

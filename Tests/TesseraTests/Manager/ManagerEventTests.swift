@@ -72,3 +72,38 @@ final class TimedEvents: @unchecked Sendable {
 
     var progressTimes: [ContinuousClock.Instant] { lock.withLock { times } }
 }
+
+/// Segments whose sizes the manifest does not give (HLS, DASH): the total is an estimate, said
+/// so, and only once enough segments have arrived to make one.
+@Suite struct EstimatedTotalTests {
+    @Test func theTotalIsMarkedAsAnEstimateAndWaitsForATenthOfTheSegments() async throws {
+        try await withManager(configure: { $0.maxConcurrentSegments = 1 }) { harness in
+            let fixture = harness.fixture("estimate", segments: 20, size: 10_000) { document in
+                for index in document.outputs[0].segments.indices { document.outputs[0].segments[index].size = nil }
+            }
+            for segment in 0..<20 {
+                harness.origin.inject(.throttle(bytesPerSecond: 200_000), at: harness.segmentPath("estimate", 0, segment, size: 10_000))
+            }
+            try await harness.manager.start(fixture.entity)
+            var samples: [DownloadTaskInfo] = []
+            while let info = await harness.manager.check(fixture.id), !info.state.isFinal {
+                samples.append(info)
+                try await Task.sleep(for: .milliseconds(10))
+            }
+            let running = samples.filter { $0.state == .downloading }
+            #expect(running.count > 20)
+            for info in running {
+                if info.segmentsDone < 3 {
+                    #expect(info.bytesTotal == nil, "no guess from \(info.segmentsDone) segments")
+                } else if let total = info.bytesTotal {
+                    #expect(info.bytesTotalIsEstimate)
+                    #expect(total >= info.bytesDone)
+                }
+            }
+            #expect(running.contains { $0.bytesTotal != nil }, "an estimate once enough segments are done")
+            let done = try #require(await harness.manager.check(fixture.id))
+            #expect(done.state == .completed)
+            #expect(done.bytesTotal == 200_000)
+        }
+    }
+}
