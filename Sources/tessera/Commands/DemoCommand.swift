@@ -36,7 +36,7 @@ struct DemoCommand: AsyncParsableCommand {
     func run() async throws {
         let origin = try await LoopbackOrigin.start(threads: 2, port: serve ? port : 0)
         if serve { return try await serveOnly(origin) }
-        let temporary = NSTemporaryDirectory() + "/tessera-demo-\(getpid())"
+        let temporary = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("tessera-demo-\(getpid())").path
         let root = output.map(absolute) ?? temporary + "/downloads"
         defer { try? FileManager.default.removeItem(atPath: temporary) }
 
