@@ -118,6 +118,22 @@ final class StateLock: Sendable {
 /// Turns what the user typed into entities: the registry picks the plugin (by pattern, scheme,
 /// or — for a URL only the plain-file plugin claims — the Content-Type a probe returns).
 struct InputResolver {
+    /// Extensions that may name a manifest behind a script or an API (the manifest kinds'
+    /// own extensions are matched by their plugins' patterns already).
+    static let ambiguousExtensions: Set<String> = ["xml", "json", "php", "asp", "aspx", "jsp", "cgi", "pl", "do", "action", "txt"]
+
+    /// Whether a URL that only the plain-file plugin claims is worth a probe of its
+    /// Content-Type: it has no file extension (`/play?id=1`, `/manifest`) or one that scripts
+    /// and APIs use. `…/file.iso` is a file: no request before the download (a list of
+    /// thousands of plain URLs starts at once, as with aria2c).
+    static func mayBeManifest(_ url: URL) -> Bool {
+        let name = url.lastPathComponent
+        guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return true }
+        let ext = name[name.index(after: dot)...].lowercased()
+        guard (1...5).contains(ext.count), ext.allSatisfy({ $0.isLetter || $0.isNumber }) else { return true }
+        return ambiguousExtensions.contains(ext)
+    }
+
     let registry: EntityRegistry
     let context: ResolveContext
     let arguments: PluginArguments
@@ -131,7 +147,7 @@ struct InputResolver {
         if input.url == nil, input.pluginScheme == nil {
             throw DownloadError(.noMatchingEntity, "not a URL and not PLUGIN:KEY (see `tessera plugins`)")
         }
-        if let url = input.url, registry.match(input)?.matcher.plugin == "direct" {
+        if let url = input.url, registry.match(input)?.matcher.plugin == "direct", Self.mayBeManifest(url) {
             // A manifest served without a telling extension is known by its Content-Type.
             if let probe = try? await context.probe(url), let type = probe.headers["Content-Type"] {
                 input.contentType = type

@@ -111,6 +111,30 @@ import TesseraTesting
         }
     }
 
+    @Test func aManifestWithoutATellingNameIsKnownByItsContentTypeAndAFileIsNotProbed() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let fixture = DASHFixture.install(on: origin)
+            // The same MPD at a path with no extension, as an API or a script serves it.
+            let noName = fixture.mpdPath.replacingOccurrences(of: ".mpd", with: "")
+            origin.serve(noName, .init(.data(Array(fixture.mpd.utf8)), contentType: "application/dash+xml; charset=utf-8"))
+            let file = "/bytes/50000/data.iso"
+            let result = try await cli.run(["get", origin.url(noName).absoluteString, origin.url(file).absoluteString])
+            #expect(result.status == 0, "\(result.output) \(result.errors)")
+            #expect(result.output.contains("completed dash:"), "\(result.output)")
+            let directory = cli.downloads + "/" + (noName as NSString).lastPathComponent
+            for track in fixture.tracks where track.isDefault {
+                let name = (track.file as NSString).lastPathComponent
+                #expect(fileSize(directory + "/" + name) == track.size, "\(name)")
+            }
+            // A name that says "file": no probe of its Content-Type before the task starts (the
+            // one HEAD is the plain-file entity's own, which learns the size to split by).
+            #expect(origin.requests(for: file).filter { $0.method == "HEAD" }.count == 1)
+            #expect(fileSize(cli.downloads + "/data.iso") == 50_000)
+        }
+    }
+
     @Test func theSchemaValidatorRejectsWhatTheSchemaForbids() throws {
         let schema = try JSONValue.parse(String(contentsOfFile: repositoryRoot + "/docs/resolve.schema.json", encoding: .utf8))
         let validator = SchemaValidator(root: schema)
