@@ -23,8 +23,8 @@ all: build
 help:
 	@echo "make demo   download a handful of files from an embedded loopback origin"
 	@echo "make test   build and run the test suite"
-	@echo "make bench  engine benchmark against curl --parallel and aria2c (nginx on loopback)"
-	@echo "make conformance  DASH segment lists against yt-dlp, Metalink outputs against aria2c"
+	@echo "make bench  the engine against curl and aria2c; tessera get on DASH/HLS/Metalink against yt-dlp and aria2c"
+	@echo "make conformance  DASH segment lists and HLS downloads against yt-dlp, Metalink downloads against aria2c"
 	@echo "make docs   the DocC documentation of Tessera into .build/docs (warnings are errors)"
 
 # apt-get update runs only when something is missing, and only once.
@@ -57,12 +57,18 @@ test: deps
 	$(SWIFT) test --skip-build --skip TimingTests
 	$(SWIFT) test --skip-build --filter TimingTests
 
+# P1/P2: the engine (tessera-engine-bench) against curl and aria2c; P3-P5: the tessera CLI on DASH,
+# HLS and Metalink against yt-dlp (the conformance check's virtualenv, hence python3-venv) and aria2c.
 bench: bench-deps
+	$(call ensure_packages,python3-venv)
 	$(SWIFT) build -c release --product tessera-engine-bench
-	python3 Benchmarks/run.py --tessera "$$($(SWIFT) build -c release --show-bin-path)/tessera-engine-bench" $(BENCH_ARGS)
+	$(SWIFT) build -c release --product tessera
+	bin="$$($(SWIFT) build -c release --show-bin-path)" && \
+	python3 Benchmarks/run.py --tessera "$$bin/tessera-engine-bench" --tessera-cli "$$bin/tessera" $(BENCH_ARGS)
 
 # Differential checks against oracles nobody here wrote: the DASH plugin's segment URLs
-# against yt-dlp's fragment lists, Metalink outputs against aria2c's.
+# against yt-dlp's fragment lists, HLS downloads against yt-dlp's, Metalink downloads against
+# aria2c's.
 conformance: deps
 	$(call ensure_packages,$(CONFORMANCE_PACKAGES))
 	$(SWIFT) build --product tessera

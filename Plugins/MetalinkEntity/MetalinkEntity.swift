@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Tessera
 
 /// The stored state of a ``MetalinkEntity``: which document, which file in it.
@@ -114,11 +115,36 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
                     metadata: ["metalink": "\(metalinkURL.absoluteString)"])
                 continue
             }
-            entities.append(MetalinkEntity(
+            let entity = MetalinkEntity(
                 metalinkURL: metalinkURL, fileName: entry.name, preferredLocations: preferredLocations(input.arguments),
-                destinationDirectory: input.destinationDirectory))
+                destinationDirectory: input.destinationDirectory)
+            entity.prefetched.keep(xml, source: source.url)
+            entities.append(entity)
         }
         return entities
+    }
+
+    /// The document as ``entities(for:key:context:)`` fetched it, for the entity's first resolve
+    /// soon after (one request for a document of N files, not N + 1). Never stored: a restored
+    /// or later resolve fetches the document again (fresh mirrors, signed URLs).
+    let prefetched = PrefetchedDocument()
+
+    /// A fetched document, good for one use within a minute.
+    final class PrefetchedDocument: Sendable {
+        private let value = Mutex<(document: XMLDocument, url: URL, at: ContinuousClock.Instant)?>(nil)
+
+        func keep(_ document: XMLDocument, source url: URL) {
+            value.withLock { $0 = (document, url, .now) }
+        }
+
+        /// The document and the URL it came from, once, if it is younger than a minute.
+        func take() -> (document: XMLDocument, url: URL)? {
+            value.withLock { value in
+                defer { value = nil }
+                guard let kept = value, ContinuousClock.now - kept.at < .seconds(60) else { return nil }
+                return (kept.document, kept.url)
+            }
+        }
     }
 
     /// Fetches the document again and describes this entity's file.
@@ -134,8 +160,14 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
                 .unsafePath, "\(error.message); the Metalink \(url.absoluteString) names it, and it is not downloaded",
                 url: url.absoluteString)
         }
-        let (xml, source) = try await context.fetchXML(url)
-        let document = try MetalinkDocument(xml, url: source.url, maxFiles: context.maxSegments)
+        let xml: XMLDocument, sourceURL: URL
+        if context.attempt == 1, let kept = prefetched.take() {
+            (xml, sourceURL) = kept
+        } else {
+            let (fetched, source) = try await context.fetchXML(url)
+            (xml, sourceURL) = (fetched, source.url)
+        }
+        let document = try MetalinkDocument(xml, url: sourceURL, maxFiles: context.maxSegments)
         let file = try document.file(named: payload.fileName, maxPieces: context.maxSegments)
         for note in file.notes + file.skippedMirrors.map({ "mirror skipped: \($0)" }) {
             context.logger.debug("\(note)", metadata: ["metalink": "\(url.absoluteString)"])
@@ -189,6 +221,18 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
         let ordered = file.mirrors.filter { $0.location.map(wanted.contains) ?? false }
             + file.mirrors.filter { !($0.location.map(wanted.contains) ?? false) }
         let urls = ordered.map(\.url)
+        // The first mirrors with the same rank (priority, preference, preferred location) are
+        // equally good: piece i starts at the i-th of them, so the pieces of a file spread over
+        // them as aria2c's do, the others (and the rest) staying behind as fallbacks.
+        let leaders = ordered.prefix { mirror in
+            mirror.priority == ordered[0].priority && mirror.preference == ordered[0].preference
+                && (mirror.location.map(wanted.contains) ?? false) == (ordered[0].location.map(wanted.contains) ?? false)
+        }.count
+        func mirrors(forPiece index: Int) -> [URL] {
+            guard leaders > 1 else { return urls }
+            let shift = index % leaders
+            return Array(urls[shift..<leaders] + urls[0..<shift] + urls[leaders...])
+        }
         let checksum = file.checksum
 
         var metadata = file.metadata
@@ -208,8 +252,8 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
                 let offset = Int64(index) * pieces.length
                 let length = min(pieces.length, size - offset)
                 segments.append(DownloadSegment(
-                    urls: urls, range: ByteRange(offset: offset, length: length), expectedSize: length, checksum: hash,
-                    offset: offset))
+                    urls: mirrors(forPiece: index), range: ByteRange(offset: offset, length: length), expectedSize: length,
+                    checksum: hash, offset: offset))
             }
             metadata["pieces"] = "\(count) × \(pieces.length) bytes, \(pieces.algorithm.textualName)"
             output = DownloadOutput(name: name, assembly: .pieces, segments: segments, expectedSize: size, checksum: checksum)
@@ -222,7 +266,8 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
             while offset < size {
                 let length = min(splitting.pieceSize, size - offset)
                 segments.append(DownloadSegment(
-                    urls: urls, range: ByteRange(offset: offset, length: length), expectedSize: length, offset: offset))
+                    urls: mirrors(forPiece: segments.count), range: ByteRange(offset: offset, length: length), expectedSize: length,
+                    offset: offset))
                 offset += length
             }
             output = DownloadOutput(name: name, assembly: .pieces, segments: segments, expectedSize: size, checksum: checksum)

@@ -218,6 +218,29 @@ import Testing
         #expect(output.checksum == nil)
     }
 
+    /// Pieces spread over the mirrors of the best rank, as aria2c's do: piece i starts at the
+    /// i-th of them; worse mirrors stay behind as fallbacks for every piece.
+    @Test func piecesSpreadOverTheMirrorsOfTheBestPriority() throws {
+        let hashes = (1...5).map { "<hash>\(sha256("\($0)"))</hash>" }.joined()
+        let xml = meta4("""
+              <file name="f"><size>5000</size>
+                <pieces length="1000" type="sha-256">\(hashes)</pieces>
+                <url priority="1">http://a.example/f</url>
+                <url priority="2">http://c.example/f</url>
+                <url priority="1">http://b.example/f</url>
+              </file>
+            """)
+        let segments = try manifest(xml).outputs[0].segments
+        #expect(segments.map { $0.urls.map { $0.host ?? "" } } == [
+            ["a.example", "b.example", "c.example"], ["b.example", "a.example", "c.example"],
+            ["a.example", "b.example", "c.example"], ["b.example", "a.example", "c.example"],
+            ["a.example", "b.example", "c.example"],
+        ])
+        // One best mirror: every piece starts there.
+        let single = xml.replacingOccurrences(of: #"<url priority="1">http://b.example/f</url>"#, with: "")
+        #expect(try manifest(single).outputs[0].segments.allSatisfy { $0.urls.first?.host == "a.example" })
+    }
+
     /// A size that is a whole number of pieces has no short last piece.
     @Test func aSizeOfWholePiecesHasNoShortPiece() throws {
         let xml = meta4("""
