@@ -31,7 +31,7 @@ import Testing
     @Test func theManifestOfTheFixtureNamesTheTemplatedPaths() async throws {
         try await withLoopbackOrigin { origin in
             let fixture = DASHFixture.install(on: origin)
-            let engine = try CurlEngine(configuration: loopbackEngineConfiguration())
+            let engine = try CurlEngine(configuration: CurlEngine.Configuration.forTests())
             defer { Task { await engine.shutdown() } }
             let entity = DASHEntity(url: URL(string: fixture.inputs[0])!)
             let manifest = try await entity.resolve(in: ResolveContext(engine: engine))

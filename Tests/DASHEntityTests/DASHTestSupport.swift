@@ -5,21 +5,6 @@ import Testing
 
 @testable import DASHEntity
 
-/// A fresh directory under the system's temporary directory, removed by `cleanUp()`.
-struct TemporaryDirectory: Sendable {
-    let path: String
-
-    init(_ name: String = "dash-test") {
-        let base = ProcessInfo.processInfo.environment["TESSERA_TEST_TMPDIR"] ?? NSTemporaryDirectory()
-        path = (base as NSString).appendingPathComponent("\(name)-\(UUID().uuidString)")
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    func file(_ name: String) -> String { (path as NSString).appendingPathComponent(name) }
-
-    func cleanUp() { try? FileManager.default.removeItem(atPath: path) }
-}
-
 /// The URL hand-written MPDs are "served" from in parser tests.
 let mpdURL = URL(string: "https://cdn.example.com/vod/show/stream.mpd")!
 
@@ -76,15 +61,6 @@ func expectDownloadError(
     }
 }
 
-/// Loopback only: no proxy from the environment, short timeouts.
-func loopbackEngineConfiguration() -> CurlEngine.Configuration {
-    var configuration = CurlEngine.Configuration()
-    configuration.proxy = .none
-    configuration.connectTimeout = .seconds(5)
-    configuration.lowSpeedTime = .seconds(10)
-    return configuration
-}
-
 func fileBytes(_ path: String) -> [UInt8]? {
     FileManager.default.contents(atPath: path).map { [UInt8]($0) }
 }
@@ -101,22 +77,6 @@ func sameBytes(_ path: String, _ expected: [UInt8], sourceLocation: SourceLocati
     return false
 }
 
-/// Every regular file under `directory`, relative to it (the manager's `.tessera` work area left out).
-func filesUnder(_ directory: String) -> [String] {
-    guard let enumerator = FileManager.default.enumerator(atPath: directory) else { return [] }
-    var files: [String] = []
-    while let name = enumerator.nextObject() as? String {
-        if name.hasPrefix(".tessera") { continue }
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: (directory as NSString).appendingPathComponent(name), isDirectory: &isDirectory),
-            !isDirectory.boolValue
-        {
-            files.append(name)
-        }
-    }
-    return files.sorted()
-}
-
 /// An origin, an engine and a manager (with a segment cache) over a temporary download root,
 /// with the DASH plugin registered.
 struct DASHHarness {
@@ -131,7 +91,7 @@ struct DASHHarness {
         root = TemporaryDirectory("dash-e2e")
         registry = EntityRegistry()
         DASHEntity.register(in: registry)
-        engine = try CurlEngine(configuration: loopbackEngineConfiguration())
+        engine = try CurlEngine(configuration: CurlEngine.Configuration.forTests())
         var configuration = DownloadTaskManager.Configuration(downloadRoot: root.file("downloads"))
         configuration.retry = RetryPolicy(maxAttempts: 3, baseDelay: .milliseconds(10), maxDelay: .milliseconds(50))
         manager = DownloadTaskManager(

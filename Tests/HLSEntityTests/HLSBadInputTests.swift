@@ -204,7 +204,7 @@ import Testing
                     #EXT-X-STREAM-INF:BANDWIDTH=1000,AUDIO="a"
                     v.m3u8
                     """))
-                let engine = try CurlEngine(configuration: loopbackEngineConfiguration())
+                let engine = try CurlEngine(configuration: CurlEngine.Configuration.forTests())
                 let entity = HLSEntity(url: origin.url("/h/master.m3u8"))
                 do {
                     _ = try await entity.resolve(in: ResolveContext(engine: engine))

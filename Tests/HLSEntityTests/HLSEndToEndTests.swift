@@ -33,7 +33,7 @@ import Testing
     @Test func theManifestListsEveryVariantAndRendition() async throws {
         try await withLoopbackOrigin { origin in
             let fixture = HLSFixture.install(on: origin)
-            let engine = try CurlEngine(configuration: loopbackEngineConfiguration())
+            let engine = try CurlEngine(configuration: CurlEngine.Configuration.forTests())
             let manifest = try await HLSEntity(url: fixture.masterURL).resolve(in: ResolveContext(engine: engine))
             #expect(manifest.title == "hls-demo")
             #expect(manifest.sourceURL == fixture.masterURL)

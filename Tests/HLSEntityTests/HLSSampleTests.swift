@@ -5,38 +5,13 @@ import Testing
 
 @Suite struct HLSSampleTests {
     /// The sample next to the test bundle (`swift build --build-tests` builds it).
-    static var sample: URL {
-        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
-            .appendingPathComponent("hls-sample")
-    }
+    static var sample: URL { ExecutableRun.builtProduct("hls-sample") }
 
-    /// Runs the sample; kills it after `timeout`.
-    private func run(_ arguments: [String], timeout: Duration = .seconds(90)) async throws -> (status: Int32, output: String) {
-        let process = Process()
-        process.executableURL = Self.sample
-        process.arguments = arguments
-        var environment = ProcessInfo.processInfo.environment
-        environment["NO_PROXY"] = "127.0.0.1"
-        process.environment = environment
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        let output = Output()
-        pipe.fileHandleForReading.readabilityHandler = { handle in output.append(handle.availableData) }
-        try process.run()
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
-            Issue.record("the sample did not finish within \(timeout):\n\(output.text)")
-        }
-        process.waitUntilExit()
-        pipe.fileHandleForReading.readabilityHandler = nil
-        output.append(pipe.fileHandleForReading.readDataToEndOfFile())
-        return (process.terminationStatus, output.text)
+    /// Runs the built sample; records an issue when it has to be killed after `timeout`.
+    private func run(_ arguments: [String], timeout: Duration = .seconds(90)) async throws -> (status: Int32?, output: String) {
+        let run = try await ExecutableRun.run(Self.sample, arguments, timeout: timeout)
+        if run.status == nil { Issue.record("the sample did not finish within \(timeout):\n\(run.output)") }
+        return (run.status, run.output)
     }
 
     @Test func theSampleDownloadsAndVerifiesTheFixture() async throws {
@@ -60,23 +35,5 @@ import Testing
         let (status, output) = try await run(["--output"])
         #expect(status == 2)
         #expect(output.contains("--output needs a value"))
-    }
-}
-
-/// Collects a child process's output from the pipe's handler thread.
-private final class Output: @unchecked Sendable {
-    private let lock = NSLock()
-    private var data = Data()
-
-    func append(_ chunk: Data) {
-        lock.lock()
-        data.append(chunk)
-        lock.unlock()
-    }
-
-    var text: String {
-        lock.lock()
-        defer { lock.unlock() }
-        return String(decoding: data, as: UTF8.self)
     }
 }

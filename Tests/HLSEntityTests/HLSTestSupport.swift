@@ -4,30 +4,6 @@ import Tessera
 import TesseraTesting
 import Testing
 
-/// A fresh directory under the system's temporary directory, removed by `cleanUp()`.
-struct TemporaryDirectory: Sendable {
-    let path: String
-
-    init(_ name: String = "hls-test") {
-        let base = ProcessInfo.processInfo.environment["TESSERA_TEST_TMPDIR"] ?? NSTemporaryDirectory()
-        path = (base as NSString).appendingPathComponent("\(name)-\(UUID().uuidString)")
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    func file(_ name: String) -> String { (path as NSString).appendingPathComponent(name) }
-
-    func cleanUp() { try? FileManager.default.removeItem(atPath: path) }
-}
-
-/// Loopback only: no proxy from the environment, short timeouts.
-func loopbackEngineConfiguration() -> CurlEngine.Configuration {
-    var configuration = CurlEngine.Configuration()
-    configuration.proxy = .none
-    configuration.connectTimeout = .seconds(5)
-    configuration.lowSpeedTime = .seconds(10)
-    return configuration
-}
-
 func fileBytes(_ path: String) -> [UInt8]? {
     FileManager.default.contents(atPath: path).map { [UInt8]($0) }
 }
@@ -88,7 +64,7 @@ struct HLSHarness {
         root = TemporaryDirectory("hls-e2e")
         registry = EntityRegistry()
         HLSEntity.register(in: registry)
-        engine = try CurlEngine(configuration: loopbackEngineConfiguration())
+        engine = try CurlEngine(configuration: CurlEngine.Configuration.forTests())
         var configuration = DownloadTaskManager.Configuration(downloadRoot: root.file("downloads"))
         configuration.retry = RetryPolicy(maxAttempts: 3, baseDelay: .milliseconds(10), maxDelay: .milliseconds(50))
         configure(&configuration)
@@ -148,18 +124,3 @@ func withHarness(_ body: (HLSHarness) async throws -> Void) async throws {
     }
 }
 
-/// Every regular file under `directory`, relative to it (the manager's `.tessera` work area left out).
-func filesUnder(_ directory: String) -> [String] {
-    guard let enumerator = FileManager.default.enumerator(atPath: directory) else { return [] }
-    var files: [String] = []
-    while let name = enumerator.nextObject() as? String {
-        if name.hasPrefix(".tessera") { continue }
-        var isDirectory: ObjCBool = false
-        if FileManager.default.fileExists(atPath: (directory as NSString).appendingPathComponent(name), isDirectory: &isDirectory),
-            !isDirectory.boolValue
-        {
-            files.append(name)
-        }
-    }
-    return files.sorted()
-}

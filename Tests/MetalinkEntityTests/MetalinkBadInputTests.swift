@@ -161,7 +161,7 @@ import Testing
 
     /// An entity whose name is unsafe refuses before fetching anything.
     @Test func anEntityWithAnUnsafeNameRefusesBeforeFetching() async throws {
-        var configuration = loopbackEngineConfiguration()
+        var configuration = CurlEngine.Configuration.forTests()
         configuration.connectTimeout = .seconds(1)
         let engine = try CurlEngine(configuration: configuration)
         for name in ["a\u{0}b", "../../etc/passwd", "/abs"] {

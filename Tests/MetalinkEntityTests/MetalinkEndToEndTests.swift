@@ -252,7 +252,7 @@ import Testing
             defer { root.cleanUp() }
             let registry = EntityRegistry()
             MetalinkEntity.register(in: registry)
-            let engine = try CurlEngine(configuration: loopbackEngineConfiguration())
+            let engine = try CurlEngine(configuration: CurlEngine.Configuration.forTests())
             var configuration = DownloadTaskManager.Configuration(downloadRoot: root.path)
             configuration.sleeper = QuickSleeper()
             configuration.diskSpace = nil

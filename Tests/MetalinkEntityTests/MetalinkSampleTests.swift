@@ -1,38 +1,16 @@
 import Foundation
 import Testing
+import TesseraTesting
 
 /// Runs the built `metalink-sample` (built by `swift build --build-tests`) against its loopback fixture.
 @Suite struct MetalinkSampleTests {
-    static var sample: URL {
-        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent()
-            .appendingPathComponent("metalink-sample")
-    }
+    static var sample: URL { ExecutableRun.builtProduct("metalink-sample") }
 
-    /// Runs the sample with `arguments`, killing it after `timeout`; its exit status and output.
+    /// Runs the built sample; records an issue when it has to be killed after `timeout`.
     func run(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> (status: Int32?, output: String) {
-        let directory = TemporaryDirectory("metalink-sample-log")
-        defer { directory.cleanUp() }
-        let log = directory.file("output.txt")
-        _ = FileManager.default.createFile(atPath: log, contents: nil)
-        let handle = try FileHandle(forWritingTo: URL(fileURLWithPath: log))
-        defer { try? handle.close() }
-        let process = Process()
-        process.executableURL = Self.sample
-        process.arguments = arguments
-        process.standardOutput = handle
-        process.standardError = handle
-        try process.run()
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        if process.isRunning {
-            process.terminate()
-            try await Task.sleep(for: .milliseconds(200))
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            return (nil, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
-        }
-        return (process.terminationStatus, (try? String(contentsOfFile: log, encoding: .utf8)) ?? "")
+        let run = try await ExecutableRun.run(Self.sample, arguments, timeout: timeout)
+        if run.status == nil { Issue.record("the sample did not finish within \(timeout):\n\(run.output)") }
+        return (run.status, run.output)
     }
 
     @Test func theSampleDownloadsTheFixtureIntoOutput() async throws {

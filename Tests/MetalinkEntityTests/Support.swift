@@ -5,29 +5,6 @@ import Tessera
 import TesseraTesting
 import Testing
 
-/// A fresh directory under the system's temporary directory, removed by `cleanUp()`.
-struct TemporaryDirectory: Sendable {
-    let path: String
-
-    init(_ name: String = "metalink-test") {
-        path = (NSTemporaryDirectory() as NSString).appendingPathComponent("\(name)-\(UUID().uuidString)")
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    func file(_ name: String) -> String { (path as NSString).appendingPathComponent(name) }
-
-    func cleanUp() { try? FileManager.default.removeItem(atPath: path) }
-}
-
-/// Loopback only: no proxy from the environment, short timeouts.
-func loopbackEngineConfiguration() -> CurlEngine.Configuration {
-    var configuration = CurlEngine.Configuration()
-    configuration.proxy = .none
-    configuration.connectTimeout = .seconds(5)
-    configuration.lowSpeedTime = .seconds(10)
-    return configuration
-}
-
 /// Retry delays are not waited out (1 ms, so tasks still interleave).
 struct QuickSleeper: DownloadSleeper {
     func sleep(for duration: Duration) async throws { try await Task.sleep(for: .milliseconds(1)) }
@@ -77,7 +54,7 @@ struct MetalinkHarness {
         registry = EntityRegistry()
         MetalinkEntity.register(in: registry)
         root = TemporaryDirectory("metalink-e2e")
-        engine = try CurlEngine(configuration: loopbackEngineConfiguration())
+        engine = try CurlEngine(configuration: CurlEngine.Configuration.forTests())
         var configuration = DownloadTaskManager.Configuration(downloadRoot: root.file("downloads"))
         configuration.sleeper = QuickSleeper()
         configuration.randomSeed = 7

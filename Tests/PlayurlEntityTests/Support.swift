@@ -4,20 +4,6 @@ import Tessera
 import TesseraTesting
 import Testing
 
-/// A fresh directory under the system's temporary directory, removed by `cleanUp()`.
-struct ScratchDirectory: Sendable {
-    let path: String
-
-    init(_ name: String = "playurl-test") {
-        path = (NSTemporaryDirectory() as NSString).appendingPathComponent("\(name)-\(UUID().uuidString)")
-        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    }
-
-    func file(_ name: String) -> String { (path as NSString).appendingPathComponent(name) }
-
-    func cleanUp() { try? FileManager.default.removeItem(atPath: path) }
-}
-
 /// The API template the parser tests use; nothing is fetched from it.
 let exampleAPI = "https://api.example.com/x/player/playurl?cid={cid}&qn={quality}&avid={aid}&fnval=0"
 
@@ -70,11 +56,11 @@ struct PlayurlHarness {
     let engine: CurlEngine
     let manager: DownloadTaskManager
     let registry: EntityRegistry
-    let root: ScratchDirectory
+    let root: TemporaryDirectory
 
     init(origin: LoopbackOrigin) throws {
         self.origin = origin
-        root = ScratchDirectory("playurl-e2e")
+        root = TemporaryDirectory("playurl-e2e")
         registry = EntityRegistry()
         PlayurlEntity.register(in: registry)
         var engineConfiguration = CurlEngine.Configuration()

@@ -131,10 +131,11 @@ import TesseraTesting
         defer { cli.cleanUp() }
         try await withLoopbackOrigin { origin in
             let paths = (0..<4).map { "/bytes/1500000/slow-\($0).bin" }
-            for path in paths { origin.inject(.throttle(bytesPerSecond: 1_000_000), at: path) }
+            // Each file stops flowing half-way (however busy the machine is, none can finish first).
+            for path in paths { origin.inject(.stall(.seconds(30), afterBytes: 750_000), at: path) }
             let arguments = ["get", "-j", "4"] + paths.map { origin.url($0).absoluteString }
             let (process, _, _) = try cli.start(arguments)
-            // Let the first half arrive, then Ctrl-C.
+            // Let the first halves arrive, then Ctrl-C.
             while origin.totalBytesServed < 3_000_000 { try await Task.sleep(for: .milliseconds(20)) }
             kill(process.processIdentifier, SIGINT)
             process.waitUntilExit()
@@ -164,7 +165,7 @@ import TesseraTesting
         defer { cli.cleanUp() }
         try await withLoopbackOrigin { origin in
             let slow = "/bytes/3000000/slow.iso", quick = "/bytes/200000/quick.bin"
-            origin.inject(.throttle(bytesPerSecond: 1_000_000), at: slow)
+            origin.inject(.stall(.seconds(30), afterBytes: 600_000), at: slow)  // it cannot finish before the pause
             let (process, out, _) = try cli.start(["get", origin.url(slow).absoluteString, origin.url(quick).absoluteString])
             while origin.bytesServed(for: slow) < 500_000 { try await Task.sleep(for: .milliseconds(20)) }
             // Another tessera, the same state directory: the command goes through the running one.

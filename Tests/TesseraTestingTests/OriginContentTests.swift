@@ -64,7 +64,7 @@ extension OriginTests {
             let size: Int64 = 200_000
             let content = OriginContent(path: "/bytes/200000/match.bin")
             let bytes = content.bytes(0..<size)
-            let scratch = try ScratchDirectory()
+            let scratch = try TemporaryDirectory()
             defer { scratch.cleanUp() }
 
             let correct = try scratch.write("correct", bytes)

@@ -44,7 +44,7 @@ func seconds(_ duration: Duration) -> Double {
 }
 
 /// A fresh directory for test files, removed by `cleanUp()`.
-struct ScratchDirectory {
+struct TemporaryDirectory {
     let url: URL
 
     init() throws {

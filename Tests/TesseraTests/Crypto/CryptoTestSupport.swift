@@ -1,4 +1,5 @@
 import Foundation
+import TesseraTesting
 
 @testable import Tessera
 

@@ -1,4 +1,5 @@
 import Foundation
+import TesseraTesting
 
 /// nginx on `127.0.0.1` serving files over TLS with HTTP/2, with a certificate signed by a CA
 /// made for the test: a real peer for TLS verification and HTTP/2 multiplexing, which the

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TesseraTesting
 
 @testable import Tessera
 

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TesseraTesting
 @testable import Tessera
 
 /// The stores every conformance test runs against.

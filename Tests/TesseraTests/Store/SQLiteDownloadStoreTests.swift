@@ -1,6 +1,7 @@
 import Foundation
 import GRDB
 import Testing
+import TesseraTesting
 @testable import Tessera
 
 /// What only the SQLite store does: its file, its schema, refusing files that are not its own,

@@ -1,0 +1,106 @@
+import Foundation
+import Synchronization
+import Tessera
+
+/// A fresh directory under the system's temporary directory (or `$TESSERA_TEST_TMPDIR`, to put
+/// test files on a RAM disk), removed by ``cleanUp()``.
+public struct TemporaryDirectory: Sendable {
+    /// The directory's absolute path.
+    public let path: String
+
+    /// Creates `<tmp>/<name>-<UUID>`.
+    public init(_ name: String = "tessera-test") {
+        let base = ProcessInfo.processInfo.environment["TESSERA_TEST_TMPDIR"] ?? NSTemporaryDirectory()
+        path = (base as NSString).appendingPathComponent("\(name)-\(UUID().uuidString)")
+        try? FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    /// The path of `name` inside the directory.
+    public func file(_ name: String) -> String { (path as NSString).appendingPathComponent(name) }
+
+    /// Every regular file under the directory, relative to it, sorted (the manager's `.tessera`
+    /// work area left out).
+    public var files: [String] { filesUnder(path) }
+
+    /// Removes the directory and everything in it.
+    public func cleanUp() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// Every regular file under `directory`, relative to it, sorted (the manager's `.tessera` work
+/// area left out).
+public func filesUnder(_ directory: String) -> [String] {
+    guard let enumerator = FileManager.default.enumerator(atPath: directory) else { return [] }
+    var files: [String] = []
+    while let name = enumerator.nextObject() as? String {
+        if name.hasPrefix(".tessera") { continue }
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: (directory as NSString).appendingPathComponent(name), isDirectory: &isDirectory),
+            !isDirectory.boolValue
+        {
+            files.append(name)
+        }
+    }
+    return files.sorted()
+}
+
+extension CurlEngine.Configuration {
+    /// For talking to a ``LoopbackOrigin``: no proxy from the environment, short timeouts.
+    public static func forTests() -> CurlEngine.Configuration {
+        var configuration = CurlEngine.Configuration()
+        configuration.proxy = .none
+        configuration.connectTimeout = .seconds(5)
+        configuration.lowSpeedTime = .seconds(10)
+        return configuration
+    }
+}
+
+/// An executable of the package (a sample, a command line) run to its end, as its tests do.
+public struct ExecutableRun: Sendable {
+    /// The exit status; `nil` when it had to be killed after the timeout.
+    public var status: Int32?
+    /// Standard output and standard error, interleaved as written.
+    public var output: String
+
+    /// The built product `name` next to the running test bundle (`swift build --build-tests`
+    /// builds every executable product there).
+    public static func builtProduct(_ name: String) -> URL {
+        URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent(name)
+    }
+
+    /// Runs `executable` with `arguments` (and `NO_PROXY=127.0.0.1`), collecting its output;
+    /// after `timeout` it is terminated and ``status`` is `nil`.
+    public static func run(
+        _ executable: URL, _ arguments: [String], environment extra: [String: String] = [:], timeout: Duration = .seconds(120)
+    ) async throws -> ExecutableRun {
+        let process = Process()
+        process.executableURL = executable
+        process.arguments = arguments
+        var environment = ProcessInfo.processInfo.environment
+        environment["NO_PROXY"] = "127.0.0.1"
+        for (key, value) in extra { environment[key] = value }
+        process.environment = environment
+        let pipe = Pipe()
+        process.standardOutput = pipe
+        process.standardError = pipe
+        let collected = Mutex(Data())
+        pipe.fileHandleForReading.readabilityHandler = { handle in
+            let chunk = handle.availableData
+            collected.withLock { $0.append(chunk) }
+        }
+        try process.run()
+        let deadline = ContinuousClock.now + timeout
+        while process.isRunning, ContinuousClock.now < deadline {
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        let timedOut = process.isRunning
+        if timedOut { process.terminate() }
+        process.waitUntilExit()
+        pipe.fileHandleForReading.readabilityHandler = nil
+        let rest = pipe.fileHandleForReading.readDataToEndOfFile()
+        let output = collected.withLock { data in
+            data.append(rest)
+            return String(decoding: data, as: UTF8.self)
+        }
+        return ExecutableRun(status: timedOut ? nil : process.terminationStatus, output: output)
+    }
+}
