@@ -239,7 +239,5 @@ enum MPDErrors {
 /// Untrusted text made safe to quote in a message.
 enum SafePathText {
     /// Control characters replaced by `?`, cut to 200 characters.
-    static func printable(_ text: String) -> String {
-        String(String(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) }).prefix(200))
-    }
+    static func printable(_ text: String) -> String { UntrustedText.printable(text, marksCut: false) }
 }

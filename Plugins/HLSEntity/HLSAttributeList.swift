@@ -176,10 +176,7 @@ public struct HLSAttributeList: Sendable, Hashable {
         }
     }
 
-    static func excerpt(_ text: String) -> String {
-        let printable = String(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
-        return printable.count > 80 ? String(printable.prefix(80)) + "…" : printable
-    }
+    static func excerpt(_ text: String) -> String { UntrustedText.printable(text, limit: 80) }
 }
 
 /// The lines of a playlist, numbered from 1, without their `\n` or `\r\n` ending; read lazily

@@ -149,10 +149,7 @@ public struct MetalinkDocument: Sendable {
     }
 
     /// `text` with control characters replaced and cut to 200 characters, for messages.
-    static func printable(_ text: String) -> String {
-        let cleaned = String(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) })
-        return cleaned.count > 200 ? String(cleaned.prefix(200)) + "…" : cleaned
-    }
+    static func printable(_ text: String) -> String { UntrustedText.printable(text) }
 }
 
 /// One file of a Metalink document, with what Tessera uses of it.

@@ -210,7 +210,5 @@ public final class PlayurlEntity: PayloadEntity<PlayurlPayload>, DownloadParserP
         aid.map { "aid \($0) cid \(cid)" } ?? "cid \(cid)"
     }
 
-    static func printable(_ text: String) -> String {
-        String(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) }.prefix(120))
-    }
+    static func printable(_ text: String) -> String { UntrustedText.printable(text, limit: 120, marksCut: false) }
 }

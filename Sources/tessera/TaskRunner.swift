@@ -33,32 +33,36 @@ struct TaskRunner {
         let mailbox = CommandMailbox(stateDirectory: session.stateDirectory)
         var interrupted = false
         var infos: [DownloadTaskInfo] = []
-        var lastRedraw = ContinuousClock.now - .seconds(1)
+        var lastPoll = ContinuousClock.now - .seconds(1)
+        var seenEndings = -1
+        // Ctrl-C is looked at every 25 ms; the manager, the mailbox and the board four times a
+        // second, or at once when a task ended (so the run stops as soon as the last one does).
         while true {
             if interrupt.fired {
                 interrupted = true
                 break
             }
+            let endings = clock.endings
+            guard endings != seenEndings || ContinuousClock.now - lastPoll >= .milliseconds(250) else {
+                try? await Task.sleep(for: .milliseconds(25))
+                continue
+            }
+            seenEndings = endings
+            lastPoll = .now
             for command in mailbox.take() {
                 tracked += await apply(command, tracked: tracked)
             }
-            let all = await session.manager.checkAll()
-            infos = tracked.compactMap { id in all.first { $0.id == id } }
+            infos = await snapshot(tracked)
             for info in infos { clock.observe(info) }
-            let done = infos.allSatisfy { $0.state.isFinal || $0.state == .paused || $0.state == .idle }
-            if done || ContinuousClock.now - lastRedraw >= .milliseconds(250) {
-                let groups = await session.manager.checkAllGroups().filter { group in group.children.contains { tracked.contains($0.id) } }
-                display.redraw(tasks: infos, groups: groups)
-                lastRedraw = .now
-            }
-            if done { break }
-            try? await Task.sleep(for: .milliseconds(25))
+            let trackedSet = Set(tracked)
+            let groups = await session.manager.checkAllGroups().filter { group in group.children.contains { trackedSet.contains($0.id) } }
+            display.redraw(tasks: infos, groups: groups)
+            if infos.allSatisfy({ $0.state.isFinal || $0.state == .paused || $0.state == .idle }) { break }
         }
         if interrupted {
             display.permanent("Interrupted: pausing; run the same command again to continue.")
             await session.manager.stopAll()
-            let all = await session.manager.checkAll()
-            infos = tracked.compactMap { id in all.first { $0.id == id } }
+            infos = await snapshot(tracked)
         }
         // Let the last events through before the summary.
         try? await Task.sleep(for: .milliseconds(100))
@@ -69,13 +73,26 @@ struct TaskRunner {
         return Outcome(exitCode: code, tasks: infos, interrupted: interrupted, times: times)
     }
 
+    /// The tracked tasks' snapshots, in their order.
+    private func snapshot(_ tracked: [DownloadTaskID]) async -> [DownloadTaskInfo] {
+        let all = await session.manager.checkAll()
+        let byID = Dictionary(all.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
+        return tracked.compactMap { byID[$0] }
+    }
+
     /// When each task started downloading and when it finished, from the events.
     final class TaskClock: Sendable {
         private let marks = Mutex<[DownloadTaskID: (start: ContinuousClock.Instant, end: ContinuousClock.Instant?)]>([:])
 
+        private let ended = Atomic(0)
+
+        /// How many times a task ended or paused: the run loop looks again when it changes.
+        var endings: Int { ended.load(ordering: .relaxed) }
+
         func record(_ event: DownloadEvent) {
             guard case .taskStateChanged(let info, _) = event else { return }
             observe(info)
+            if info.state.isFinal || info.state == .paused { ended.add(1, ordering: .relaxed) }
         }
 
         /// Notes a task's state as seen now (from an event or a poll; the earliest sighting wins,

@@ -397,18 +397,7 @@ struct TaskRun: Sendable {
                     counter.abandon(planned.key)
                     return .resetOutput(planned.key.output, error)
                 }
-                if error.suggestsReResolve {
-                    dead.insert(mirror)
-                    deadMirrors.insert(urls[mirror])
-                    if let next = nextMirror(excluding: []) {
-                        await manager.runnerError(id, generation: generation, error)
-                        mirror = next
-                        continue
-                    }
-                    counter.abandon(planned.key)
-                    return .reResolve(error)
-                }
-                if error.isTransient {
+                if error.isTransient, !error.suggestsReResolve {
                     triedThisRound.insert(mirror)
                     if let next = nextMirror(excluding: triedThisRound) {
                         await manager.runnerError(id, generation: generation, error)
@@ -429,7 +418,8 @@ struct TaskRun: Sendable {
                         for: policy.delay(afterFailure: failures, retryAfter: error.retryAfter, using: &random))
                     continue
                 }
-                // Permanent for this URL: the next mirror, if any.
+                // Refused for good by this URL (gone, forbidden, or a permanent error): the next
+                // mirror, if any; then a stale URL (403/404/410/412) resolves the entity again.
                 dead.insert(mirror)
                 deadMirrors.insert(urls[mirror])
                 if let next = nextMirror(excluding: []) {
@@ -437,7 +427,9 @@ struct TaskRun: Sendable {
                     mirror = next
                     continue
                 }
-                throw error
+                guard error.suggestsReResolve else { throw error }
+                counter.abandon(planned.key)
+                return .reResolve(error)
             }
         }
     }

@@ -298,27 +298,7 @@ enum JSONNode: Sendable {
     }
 
     /// `text` in quotes, control characters escaped, cut to 40 characters.
-    static func quoted(_ text: String) -> String {
-        var result = "\""
-        for (count, scalar) in text.unicodeScalars.enumerated() {
-            if count == 40 {
-                result += "…"
-                break
-            }
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            default:
-                if scalar.properties.generalCategory == .control || scalar.properties.generalCategory == .format {
-                    result += "\\u{\(String(scalar.value, radix: 16))}"
-                } else {
-                    result.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return result + "\""
-    }
+    static func quoted(_ text: String) -> String { UntrustedText.quoted(text, limit: 40) }
 }
 
 // MARK: - Parser

@@ -54,9 +54,7 @@ public enum SafePath {
         return directory.hasSuffix("/") ? directory + relative : directory + "/" + relative
     }
 
-    static func printable(_ text: String) -> String {
-        String(text.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "?" : Character($0) }.prefix(200))
-    }
+    static func printable(_ text: String) -> String { UntrustedText.printable(text, marksCut: false) }
 }
 
 /// Checks for URLs that come from manifests, before they reach the engine.

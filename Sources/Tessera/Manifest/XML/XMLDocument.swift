@@ -528,31 +528,7 @@ enum LibXML2 {
 
     /// `text` in quotes, control characters escaped and cut to 200 characters: safe to put
     /// input from the network into an error message.
-    static func quoted(_ text: String) -> String {
-        var result = "\""
-        var count = 0
-        for scalar in text.unicodeScalars {
-            if count == 200 {
-                result += "…"
-                break
-            }
-            switch scalar {
-            case "\"": result += "\\\""
-            case "\\": result += "\\\\"
-            case "\n": result += "\\n"
-            case "\r": result += "\\r"
-            case "\t": result += "\\t"
-            default:
-                if scalar.properties.generalCategory == .control || scalar.properties.generalCategory == .format {
-                    result += "\\u{\(String(scalar.value, radix: 16))}"
-                } else {
-                    result.unicodeScalars.append(scalar)
-                }
-            }
-            count += 1
-        }
-        return result + "\""
-    }
+    static func quoted(_ text: String) -> String { UntrustedText.quoted(text) }
 
     /// "the XML is malformed at line 12, column 5: Opening and ending tag mismatch: …".
     static func malformedMessage(_ error: XMLErrorCollector.Captured) -> String {
