@@ -50,35 +50,13 @@ func master(_ text: String, url: URL = masterURL) throws -> HLSMasterPlaylist {
     return playlist
 }
 
-/// An origin, an engine and a manager (with a segment cache) over a temporary download root,
-/// with the HLS plugin registered.
-struct HLSHarness {
-    let origin: LoopbackOrigin
-    let engine: CurlEngine
-    let manager: DownloadTaskManager
-    let registry: EntityRegistry
-    let root: TemporaryDirectory
+/// The shared plugin harness, with the HLS plugin registered.
+typealias HLSHarness = PluginHarness
 
-    init(origin: LoopbackOrigin, configure: (inout DownloadTaskManager.Configuration) -> Void = { _ in }) throws {
-        self.origin = origin
-        root = TemporaryDirectory("hls-e2e")
-        registry = EntityRegistry()
-        HLSEntity.register(in: registry)
-        engine = try CurlEngine(configuration: CurlEngine.Configuration.forTests())
-        var configuration = DownloadTaskManager.Configuration(downloadRoot: root.file("downloads"))
-        configuration.retry = RetryPolicy(maxAttempts: 3, baseDelay: .milliseconds(10), maxDelay: .milliseconds(50))
-        configure(&configuration)
-        manager = DownloadTaskManager(
-            configuration: configuration, engine: engine, cache: try SegmentCache(directory: root.file("cache")),
-            registry: registry)
-    }
-
-    var downloadRoot: String { root.file("downloads") }
-
+extension PluginHarness {
     /// Makes the entity for `input` through the registry, as a command line does.
     func entity(_ input: String, format: String? = nil, contentType: String? = nil) async throws -> DownloadBaseEntity {
-        let entities = try await registry.makeEntities(
-            for: EntityInput(input, contentType: contentType, format: format), context: ResolveContext(engine: engine))
+        let entities = try await entities(for: EntityInput(input, contentType: contentType, format: format))
         try #require(entities.count == 1)
         return entities[0]
     }
@@ -88,39 +66,25 @@ struct HLSHarness {
         async throws -> DownloadTaskInfo
     {
         let id = try await manager.start(entity).id
-        let deadline = ContinuousClock.now + timeout
-        var last: DownloadTaskInfo?
-        while ContinuousClock.now < deadline {
-            last = await manager.check(id)
-            if let last, last.state.isFinal { return last }
-            try await Task.sleep(for: .milliseconds(10))
-        }
-        Issue.record("timed out; last state \(last.map { "\($0.state)" } ?? "none")", sourceLocation: sourceLocation)
-        return try #require(last)
+        let last = try #require(await finalSnapshots(of: [id], timeout: timeout)[id], sourceLocation: sourceLocation)
+        if !last.state.isFinal { Issue.record("timed out; last state \(last.state)", sourceLocation: sourceLocation) }
+        return last
     }
 
     func download(_ input: String, format: String? = nil) async throws -> DownloadTaskInfo {
         try await download(try await entity(input, format: format))
     }
+}
 
-    func tearDown() async {
-        await manager.stopAll()
-        await engine.shutdown()
-        root.cleanUp()
+extension PluginHarness {
+    /// A harness with the HLS plugin registered, on `origin`.
+    init(origin: LoopbackOrigin, configure: (inout DownloadTaskManager.Configuration) -> Void = { _ in }) throws {
+        try self.init(origin: origin, name: "hls-e2e", register: HLSEntity.register(in:), configure: configure)
     }
 }
 
 /// Starts an origin and a harness, runs `body`, and tears everything down.
 func withHarness(_ body: (HLSHarness) async throws -> Void) async throws {
-    try await withLoopbackOrigin { origin in
-        let harness = try HLSHarness(origin: origin)
-        do {
-            try await body(harness)
-        } catch {
-            await harness.tearDown()
-            throw error
-        }
-        await harness.tearDown()
-    }
+    try await withPluginHarness(name: "hls-e2e", register: HLSEntity.register(in:), body)
 }
 

@@ -49,46 +49,18 @@ func pluginArguments(_ texts: [String]) throws -> PluginArguments {
     return arguments
 }
 
-/// An origin, an engine and a manager (with a segment cache) over a temporary download root,
-/// with a registry that knows the playurl plugin.
-struct PlayurlHarness {
-    let origin: LoopbackOrigin
-    let engine: CurlEngine
-    let manager: DownloadTaskManager
-    let registry: EntityRegistry
-    let root: TemporaryDirectory
+/// The shared plugin harness, with the playurl plugin registered.
+typealias PlayurlHarness = PluginHarness
 
-    init(origin: LoopbackOrigin) throws {
-        self.origin = origin
-        root = TemporaryDirectory("playurl-e2e")
-        registry = EntityRegistry()
-        PlayurlEntity.register(in: registry)
-        var engineConfiguration = CurlEngine.Configuration()
-        engineConfiguration.proxy = .none
-        engineConfiguration.connectTimeout = .seconds(5)
-        engineConfiguration.lowSpeedTime = .seconds(10)
-        engine = try CurlEngine(configuration: engineConfiguration)
-        var configuration = DownloadTaskManager.Configuration(downloadRoot: root.file("downloads"))
-        configuration.retry = RetryPolicy(maxAttempts: 3, baseDelay: .milliseconds(10), maxDelay: .milliseconds(50))
-        configuration.randomSeed = 7
-        configuration.progressInterval = .milliseconds(100)
-        configuration.diskSpace = nil
-        manager = DownloadTaskManager(
-            configuration: configuration, engine: engine, cache: try SegmentCache(directory: root.file("cache")),
-            registry: registry)
-    }
-
-    var downloadRoot: String { root.file("downloads") }
-
+extension PluginHarness {
     /// The entities of `fixture`'s inputs (or of `inputs`), made through the registry.
     func entities(_ fixture: PlayurlFixture, inputs: [String]? = nil) async throws -> [DownloadBaseEntity] {
         let arguments = try pluginArguments(fixture.pluginArguments)
-        var entities: [DownloadBaseEntity] = []
+        var made: [DownloadBaseEntity] = []
         for text in inputs ?? fixture.inputs {
-            entities += try await registry.makeEntities(
-                for: EntityInput(text, arguments: arguments), context: ResolveContext(engine: engine))
+            made += try await entities(for: EntityInput(text, arguments: arguments))
         }
-        return entities
+        return made
     }
 
     /// Polls the task until it is finished (completed, failed, invalid, removed); fails the test
@@ -96,36 +68,17 @@ struct PlayurlHarness {
     func waitUntilFinished(
         _ id: DownloadTaskID, timeout: Duration = .seconds(60), sourceLocation: SourceLocation = #_sourceLocation
     ) async -> DownloadTaskInfo? {
-        let deadline = ContinuousClock.now + timeout
-        var last: DownloadTaskInfo?
-        while ContinuousClock.now < deadline {
-            last = await manager.check(id)
-            if let last, last.state.isFinal { return last }
-            try? await Task.sleep(for: .milliseconds(10))
+        let last = await finalSnapshots(of: [id], timeout: timeout)[id]
+        if last?.state.isFinal != true {
+            Issue.record(
+                "timed out waiting for \(id): last state \(last.map { "\($0.state)" } ?? "none"), error \(String(describing: last?.error))",
+                sourceLocation: sourceLocation)
         }
-        Issue.record(
-            "timed out waiting for \(id): last state \(last.map { "\($0.state)" } ?? "none"), error \(String(describing: last?.error))",
-            sourceLocation: sourceLocation)
         return last
-    }
-
-    func tearDown() async {
-        await manager.stopAll()
-        await engine.shutdown()
-        root.cleanUp()
     }
 }
 
 /// Starts an origin, runs `body` with a harness, and tears both down, also on error.
 func withPlayurlHarness(_ body: (PlayurlHarness) async throws -> Void) async throws {
-    try await withLoopbackOrigin { origin in
-        let harness = try PlayurlHarness(origin: origin)
-        do {
-            try await body(harness)
-        } catch {
-            await harness.tearDown()
-            throw error
-        }
-        await harness.tearDown()
-    }
+    try await withPluginHarness(name: "playurl-e2e", register: PlayurlEntity.register(in:), body)
 }

@@ -16,27 +16,6 @@ final class RecordingSleeper: DownloadSleeper {
     }
 }
 
-/// Collects a manager's events.
-final class EventLog: Sendable {
-    private final class Storage: Sendable {
-        let events = Mutex<[DownloadEvent]>([])
-    }
-
-    private let storage = Storage()
-    private let task: Task<Void, Never>
-
-    init(_ stream: AsyncStream<DownloadEvent>) {
-        let storage = self.storage
-        task = Task {
-            for await event in stream { storage.events.withLock { $0.append(event) } }
-        }
-    }
-
-    var all: [DownloadEvent] { storage.events.withLock { $0 } }
-
-    func stop() { task.cancel() }
-}
-
 /// An origin, an engine and a manager over a temporary download root.
 struct ManagerHarness {
     let origin: LoopbackOrigin
