@@ -43,6 +43,11 @@ public func filesUnder(_ directory: String) -> [String] {
     return files.sorted()
 }
 
+/// The size of the file at `path`, or `nil` when there is none.
+public func fileSize(_ path: String) -> Int64? {
+    (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value
+}
+
 extension CurlEngine.Configuration {
     /// For talking to a ``LoopbackOrigin``: no proxy from the environment, short timeouts.
     public static func forTests() -> CurlEngine.Configuration {

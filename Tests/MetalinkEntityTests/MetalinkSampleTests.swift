@@ -31,8 +31,4 @@ import TesseraTesting
         #expect(status == 0, "\(text)")
         #expect(text.contains("completed"))
     }
-
-    private func fileSize(_ path: String) -> Int64? {
-        (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value
-    }
 }

@@ -86,7 +86,3 @@ struct CLI {
             errors: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
     }
 }
-
-func fileSize(_ path: String) -> Int64? {
-    (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value
-}

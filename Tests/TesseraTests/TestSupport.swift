@@ -2,10 +2,6 @@ import Foundation
 import Tessera
 import TesseraTesting
 
-func fileSize(_ path: String) -> Int64? {
-    (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? NSNumber)?.int64Value
-}
-
 func fileBytes(_ path: String) -> [UInt8] {
     (FileManager.default.contents(atPath: path)).map { [UInt8]($0) } ?? []
 }
