@@ -69,26 +69,28 @@ let package = Package(
         ),
 
         // MARK: Entity plugins, each built only on Tessera's public API, with a sample executable
+        // Expectations every plugin's tests share (Swift Testing; not a product).
+        .target(name: "TesseraTestSupport", dependencies: ["Tessera"], path: "Tests/TesseraTestSupport"),
         .target(name: "PlayurlEntity", dependencies: ["Tessera"], path: "Plugins/PlayurlEntity"),
         .executableTarget(
             name: "playurl-sample", dependencies: ["PlayurlEntity", "Tessera", "TesseraTesting"], path: "Sources/Samples/playurl-sample"
         ),
-        .testTarget(name: "PlayurlEntityTests", dependencies: ["PlayurlEntity", "Tessera", "TesseraTesting"]),
+        .testTarget(name: "PlayurlEntityTests", dependencies: ["PlayurlEntity", "Tessera", "TesseraTesting", "TesseraTestSupport"]),
         .target(name: "DASHEntity", dependencies: ["Tessera"], path: "Plugins/DASHEntity"),
         .executableTarget(
             name: "dash-sample", dependencies: ["DASHEntity", "Tessera", "TesseraTesting"], path: "Sources/Samples/dash-sample"
         ),
-        .testTarget(name: "DASHEntityTests", dependencies: ["DASHEntity", "Tessera", "TesseraTesting"]),
+        .testTarget(name: "DASHEntityTests", dependencies: ["DASHEntity", "Tessera", "TesseraTesting", "TesseraTestSupport"]),
         .target(name: "MetalinkEntity", dependencies: ["Tessera"], path: "Plugins/MetalinkEntity"),
         .executableTarget(
             name: "metalink-sample", dependencies: ["MetalinkEntity", "Tessera", "TesseraTesting"], path: "Sources/Samples/metalink-sample"
         ),
-        .testTarget(name: "MetalinkEntityTests", dependencies: ["MetalinkEntity", "Tessera", "TesseraTesting"]),
+        .testTarget(name: "MetalinkEntityTests", dependencies: ["MetalinkEntity", "Tessera", "TesseraTesting", "TesseraTestSupport"]),
         .target(name: "HLSEntity", dependencies: ["Tessera"], path: "Plugins/HLSEntity"),
         .executableTarget(
             name: "hls-sample", dependencies: ["HLSEntity", "Tessera", "TesseraTesting"], path: "Sources/Samples/hls-sample"
         ),
-        .testTarget(name: "HLSEntityTests", dependencies: ["HLSEntity", "Tessera", "TesseraTesting"]),
+        .testTarget(name: "HLSEntityTests", dependencies: ["HLSEntity", "Tessera", "TesseraTesting", "TesseraTestSupport"]),
 
         // MARK: Executables
         .executableTarget(

@@ -1,6 +1,7 @@
 import Foundation
 import Tessera
 import Testing
+import TesseraTestSupport
 
 @testable import DASHEntity
 

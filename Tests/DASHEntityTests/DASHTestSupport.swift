@@ -1,5 +1,6 @@
 import Foundation
 import Tessera
+import TesseraTestSupport
 import TesseraTesting
 import Testing
 
@@ -36,29 +37,6 @@ func mpd(duration: String = "PT10S", periodAttributes: String = "", _ body: Stri
       </Period>
     </MPD>
     """
-}
-
-/// Runs `body` and returns the ``DownloadError`` it throws, recording an issue when it throws
-/// nothing, something else, or an error with another code or without `fragments` in its message.
-@discardableResult
-func expectDownloadError(
-    _ code: DownloadError.Code, _ fragments: String..., sourceLocation: SourceLocation = #_sourceLocation,
-    _ body: () throws -> Void
-) -> DownloadError? {
-    do {
-        try body()
-        Issue.record("expected a \(code) error, nothing was thrown", sourceLocation: sourceLocation)
-        return nil
-    } catch let error as DownloadError {
-        #expect(error.code == code, "\(error)", sourceLocation: sourceLocation)
-        for fragment in fragments {
-            #expect(error.message.contains(fragment), "\"\(error.message)\" does not contain \"\(fragment)\"", sourceLocation: sourceLocation)
-        }
-        return error
-    } catch {
-        Issue.record("expected a DownloadError, got \(error)", sourceLocation: sourceLocation)
-        return nil
-    }
 }
 
 func fileBytes(_ path: String) -> [UInt8]? {

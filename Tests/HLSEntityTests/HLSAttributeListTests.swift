@@ -2,6 +2,7 @@ import Foundation
 import HLSEntity
 import Tessera
 import Testing
+import TesseraTestSupport
 
 @Suite struct HLSAttributeListTests {
     private func parse(_ text: String) throws -> HLSAttributeList {

@@ -3,6 +3,7 @@ import HLSEntity
 import Tessera
 import TesseraTesting
 import Testing
+import TesseraTestSupport
 
 @Suite struct HLSBadInputTests {
     // MARK: Not a playlist

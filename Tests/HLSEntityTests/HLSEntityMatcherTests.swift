@@ -2,6 +2,7 @@ import Foundation
 import HLSEntity
 import Tessera
 import Testing
+import TesseraTestSupport
 
 @Suite struct HLSEntityMatcherTests {
     private func registry() -> EntityRegistry {

@@ -2,6 +2,7 @@ import Foundation
 import HLSEntity
 import Tessera
 import Testing
+import TesseraTestSupport
 
 @Suite struct HLSMasterPlaylistTests {
     /// RFC 8216 §8.4 and §8.5: variants without resolution, an audio-only one, I-frame playlists.

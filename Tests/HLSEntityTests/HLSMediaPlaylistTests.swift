@@ -2,6 +2,7 @@ import Foundation
 import HLSEntity
 import Tessera
 import Testing
+import TesseraTestSupport
 
 @Suite struct HLSMediaPlaylistTests {
     // MARK: Basics

@@ -2,6 +2,7 @@ import Foundation
 import MetalinkEntity
 import Tessera
 import Testing
+import TesseraTestSupport
 
 /// Hostile and broken documents: each is refused with a precise error, or the bad part is left out.
 @Suite struct MetalinkBadInputTests {

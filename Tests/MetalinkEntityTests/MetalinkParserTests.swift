@@ -2,6 +2,7 @@ import Foundation
 import MetalinkEntity
 import Tessera
 import Testing
+import TesseraTestSupport
 
 /// Hand-written documents in the shapes of RFC 5854 and Metalink 3.0, with exact expectations.
 @Suite struct MetalinkParserTests {

@@ -2,6 +2,7 @@ import Foundation
 import MetalinkEntity
 import Synchronization
 import Tessera
+import TesseraTestSupport
 import TesseraTesting
 import Testing
 
@@ -82,16 +83,3 @@ func meta4(_ body: String) -> String {
     """
 }
 
-/// The error `body` throws, as a `DownloadError` (recording an issue when it throws none or another).
-func downloadError(sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Void) -> DownloadError? {
-    do {
-        try body()
-        Issue.record("no error was thrown", sourceLocation: sourceLocation)
-        return nil
-    } catch let error as DownloadError {
-        return error
-    } catch {
-        Issue.record("not a DownloadError: \(error)", sourceLocation: sourceLocation)
-        return nil
-    }
-}

@@ -2,6 +2,7 @@ import Foundation
 import PlayurlEntity
 import Tessera
 import Testing
+import TesseraTestSupport
 
 /// Answers that must be refused, each with an error a person can act on.
 @Suite struct PlayurlBadInputTests {

@@ -2,6 +2,7 @@ import Foundation
 import PlayurlEntity
 import Tessera
 import Testing
+import TesseraTestSupport
 
 /// `playurl:<cid>` and `playurl:<aid>/<cid>` inputs, plugin arguments, and the stored payload.
 @Suite struct PlayurlInputTests {

@@ -1,6 +1,7 @@
 import Foundation
 import PlayurlEntity
 import Tessera
+import TesseraTestSupport
 import TesseraTesting
 import Testing
 
@@ -24,22 +25,6 @@ func parse(
 ) throws -> DownloadManifest {
     try (entity ?? makeEntity()).manifest(
         fromAnswer: Data(answer.utf8), url: url, maxSegments: maxSegments, maxDocumentSize: maxDocumentSize)
-}
-
-/// The `DownloadError` `body` throws (failing the test when it throws none or another error).
-func downloadError(
-    sourceLocation: SourceLocation = #_sourceLocation, _ body: () throws -> Void
-) -> DownloadError? {
-    do {
-        try body()
-        Issue.record("expected a DownloadError, nothing was thrown", sourceLocation: sourceLocation)
-        return nil
-    } catch let error as DownloadError {
-        return error
-    } catch {
-        Issue.record("expected a DownloadError, got \(error)", sourceLocation: sourceLocation)
-        return nil
-    }
 }
 
 /// `PLUGIN:KEY=VALUE` arguments as `PluginArguments`.
