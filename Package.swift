@@ -5,21 +5,39 @@
 
 import PackageDescription
 
+/// An entity plugin: its library (`Plugins/<name>`, only on Tessera's public API), its sample
+/// executable (`Sources/Samples/<sample>`) and its tests (`Tests/<name>Tests`).
+struct Plugin {
+    var name: String
+    var sample: String
+
+    var products: [Product] {
+        [.library(name: name, targets: [name]), .executable(name: sample, targets: [sample])]
+    }
+
+    var targets: [Target] {
+        [
+            .target(name: name, dependencies: ["Tessera"], path: "Plugins/\(name)"),
+            .executableTarget(name: sample, dependencies: [.target(name: name), "Tessera", "TesseraTesting"], path: "Sources/Samples/\(sample)"),
+            .testTarget(name: "\(name)Tests", dependencies: [.target(name: name), "Tessera", "TesseraTesting", "TesseraTestSupport"]),
+        ]
+    }
+}
+
+let plugins = [
+    Plugin(name: "PlayurlEntity", sample: "playurl-sample"),
+    Plugin(name: "DASHEntity", sample: "dash-sample"),
+    Plugin(name: "MetalinkEntity", sample: "metalink-sample"),
+    Plugin(name: "HLSEntity", sample: "hls-sample"),
+]
+
 let package = Package(
     name: "Tessera",
     products: [
         .library(name: "Tessera", targets: ["Tessera"]),
         .library(name: "TesseraTesting", targets: ["TesseraTesting"]),
         .executable(name: "tessera", targets: ["tessera"]),
-        .library(name: "PlayurlEntity", targets: ["PlayurlEntity"]),
-        .library(name: "DASHEntity", targets: ["DASHEntity"]),
-        .library(name: "MetalinkEntity", targets: ["MetalinkEntity"]),
-        .library(name: "HLSEntity", targets: ["HLSEntity"]),
-        .executable(name: "playurl-sample", targets: ["playurl-sample"]),
-        .executable(name: "dash-sample", targets: ["dash-sample"]),
-        .executable(name: "metalink-sample", targets: ["metalink-sample"]),
-        .executable(name: "hls-sample", targets: ["hls-sample"]),
-    ],
+    ] + plugins.flatMap(\.products),
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
@@ -68,29 +86,10 @@ let package = Package(
             ]
         ),
 
-        // MARK: Entity plugins, each built only on Tessera's public API, with a sample executable
-        // Expectations every plugin's tests share (Swift Testing; not a product).
+        // MARK: Entity plugins (see `plugins` above), and the expectations their tests share
+        // (Swift Testing; not a product).
         .target(name: "TesseraTestSupport", dependencies: ["Tessera"], path: "Tests/TesseraTestSupport"),
-        .target(name: "PlayurlEntity", dependencies: ["Tessera"], path: "Plugins/PlayurlEntity"),
-        .executableTarget(
-            name: "playurl-sample", dependencies: ["PlayurlEntity", "Tessera", "TesseraTesting"], path: "Sources/Samples/playurl-sample"
-        ),
-        .testTarget(name: "PlayurlEntityTests", dependencies: ["PlayurlEntity", "Tessera", "TesseraTesting", "TesseraTestSupport"]),
-        .target(name: "DASHEntity", dependencies: ["Tessera"], path: "Plugins/DASHEntity"),
-        .executableTarget(
-            name: "dash-sample", dependencies: ["DASHEntity", "Tessera", "TesseraTesting"], path: "Sources/Samples/dash-sample"
-        ),
-        .testTarget(name: "DASHEntityTests", dependencies: ["DASHEntity", "Tessera", "TesseraTesting", "TesseraTestSupport"]),
-        .target(name: "MetalinkEntity", dependencies: ["Tessera"], path: "Plugins/MetalinkEntity"),
-        .executableTarget(
-            name: "metalink-sample", dependencies: ["MetalinkEntity", "Tessera", "TesseraTesting"], path: "Sources/Samples/metalink-sample"
-        ),
-        .testTarget(name: "MetalinkEntityTests", dependencies: ["MetalinkEntity", "Tessera", "TesseraTesting", "TesseraTestSupport"]),
-        .target(name: "HLSEntity", dependencies: ["Tessera"], path: "Plugins/HLSEntity"),
-        .executableTarget(
-            name: "hls-sample", dependencies: ["HLSEntity", "Tessera", "TesseraTesting"], path: "Sources/Samples/hls-sample"
-        ),
-        .testTarget(name: "HLSEntityTests", dependencies: ["HLSEntity", "Tessera", "TesseraTesting", "TesseraTestSupport"]),
+    ] + plugins.flatMap(\.targets) + [
 
         // MARK: Executables
         .executableTarget(
@@ -98,12 +97,8 @@ let package = Package(
             dependencies: [
                 "Tessera",
                 "TesseraTesting",
-                "PlayurlEntity",
-                "DASHEntity",
-                "MetalinkEntity",
-                "HLSEntity",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            ]
+            ] + plugins.map { .target(name: $0.name) }
         ),
         .executableTarget(
             name: "tessera-engine-bench",
