@@ -66,19 +66,8 @@ public struct MetalinkFixture: OriginFixture {
     public func verify(downloadRoot: String) async -> [String] {
         var problems: [String] = []
         for file in files {
-            let path = (downloadRoot as NSString).appendingPathComponent(file.name)
-            guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-                let size = (attributes[.size] as? NSNumber)?.int64Value
-            else {
-                problems.append("\(file.name): missing (\(path))")
-                continue
-            }
-            guard size == file.size else {
-                problems.append("\(file.name): \(size) bytes, expected \(file.size)")
-                continue
-            }
-            if await !file.content.verifyFile(atPath: path, size: file.size) {
-                problems.append("\(file.name): the bytes differ from the origin's")
+            if let problem = await Self.problem(with: file.name, under: downloadRoot, size: file.size, content: file.content) {
+                problems.append(problem)
             }
         }
         return problems

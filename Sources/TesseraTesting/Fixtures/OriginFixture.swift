@@ -21,3 +21,15 @@ public protocol OriginFixture: Sendable {
 extension OriginFixture {
     public var pluginArguments: [String] { [] }
 }
+
+extension OriginFixture {
+    /// What is wrong with the file `name` under `downloadRoot`, which should hold the first
+    /// `size` bytes of `content`: missing, another size, or other bytes; `nil` when it is right.
+    public static func problem(with name: String, under downloadRoot: String, size: Int64, content: OriginContent) async -> String? {
+        let path = (downloadRoot as NSString).appendingPathComponent(name)
+        guard let actual = fileSize(path) else { return "\(name): missing (\(path))" }
+        guard actual == size else { return "\(name): \(actual) bytes, expected \(size)" }
+        guard await content.verifyFile(atPath: path, size: size) else { return "\(name): the bytes differ from \(content.path)" }
+        return nil
+    }
+}

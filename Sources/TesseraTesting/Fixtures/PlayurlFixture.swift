@@ -207,19 +207,10 @@ public struct PlayurlFixture: OriginFixture {
         var problems: [String] = []
         for video in completingVideos {
             for part in video.parts {
-                let path = downloadRoot.hasSuffix("/") ? downloadRoot + part.outputName : downloadRoot + "/" + part.outputName
-                guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
-                    let size = (attributes[.size] as? NSNumber)?.int64Value
-                else {
-                    problems.append("\(part.outputName) is missing")
-                    continue
-                }
-                guard size == part.size else {
-                    problems.append("\(part.outputName) has \(size) bytes, expected \(part.size)")
-                    continue
-                }
-                if !(await OriginContent(path: part.contentPath).verifyFile(atPath: path, size: part.size)) {
-                    problems.append("\(part.outputName) differs from \(part.contentPath)")
+                if let problem = await Self.problem(
+                    with: part.outputName, under: downloadRoot, size: part.size, content: OriginContent(path: part.contentPath))
+                {
+                    problems.append(problem)
                 }
             }
         }
