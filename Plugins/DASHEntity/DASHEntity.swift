@@ -122,25 +122,8 @@ public final class DASHEntity: PayloadEntity<DASHPayload>, DownloadParserProtoco
     /// segments) and builds the manifest against the URL it was finally served from.
     public func resolve(in context: ResolveContext) async throws -> DownloadManifest {
         try URLSafety.check(payload.url, context: "the MPD URL")
-        let source = try await context.fetch(payload.url)
-        var options = XMLParseOptions()
-        options.maxDocumentSize = min(options.maxDocumentSize, context.maxDocumentSize)
-        let document = try XMLDocument.parse(Self.canonicalNamespace(source.data), options: options, baseURL: source.url)
+        let (document, source) = try await context.fetchXML(payload.url)
         return try manifest(from: document, url: source.url, maxSegments: context.maxSegments)
-    }
-
-    /// YouTube's and some older packagers' MPDs declare `urn:mpeg:DASH:schema:MPD:2011`: the
-    /// standard's namespace in other letter case. XML compares namespace names exactly, so such a
-    /// document is not, strictly, an MPD; players (dash.js, ExoPlayer, yt-dlp) read it anyway,
-    /// and so does this plugin: the spelling is rewritten to the standard one before parsing.
-    /// Both spellings have the same length, so lines and columns in error messages still hold.
-    static func canonicalNamespace(_ data: Data) -> Data {
-        let legacy = Data("urn:mpeg:DASH:schema:MPD:2011".utf8)
-        guard data.range(of: legacy) != nil else { return data }
-        var data = data
-        let standard = Data(MPDReader.namespace.utf8)
-        while let range = data.range(of: legacy) { data.replaceSubrange(range, with: standard) }
-        return data
     }
 
     /// Builds the manifest from a parsed MPD, without any network access.

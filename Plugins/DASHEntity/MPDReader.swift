@@ -6,6 +6,11 @@ import Tessera
 struct MPDReader {
     /// The MPEG-DASH namespace (ISO/IEC 23009-1).
     static let namespace = "urn:mpeg:dash:schema:mpd:2011"
+    /// The namespaces read as DASH's: the standard one, and the same name in other letter case
+    /// as YouTube's and some older packagers' MPDs declare it (`urn:mpeg:DASH:schema:MPD:2011`).
+    /// XML compares namespace names exactly, so strictly the second is not DASH's; players
+    /// (dash.js, ExoPlayer, yt-dlp) read it anyway.
+    static let namespaces: Set<String> = [namespace, "urn:mpeg:DASH:schema:MPD:2011"]
     /// The XLink namespace (remote elements).
     static let xlinkNamespace = "http://www.w3.org/1999/xlink"
     /// At most this many BaseURL candidates are kept at each level; the product of several
@@ -18,7 +23,7 @@ struct MPDReader {
 
     func read() throws(DownloadError) -> MPD {
         let root = document.root
-        guard root.name == "MPD", root.namespaceURI == Self.namespace else {
+        guard root.name == "MPD", root.namespaceURI.map(Self.namespaces.contains) == true else {
             let namespace = root.namespaceURI.map { "in the namespace \"\($0)\"" } ?? "in no namespace"
             if root.name == "MPD" {
                 throw DownloadError(
@@ -40,11 +45,11 @@ struct MPDReader {
             throw MPDErrors.invalid(root, "has the unknown type \"\(type)\" (expected \"static\" or \"dynamic\")")
         }
         let duration = try MPDErrors.duration(root, "mediaPresentationDuration")
-        let title = root.firstChild(named: "ProgramInformation", namespaceURI: Self.namespace)?
-            .firstChild(named: "Title", namespaceURI: Self.namespace)?.text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let title = root.firstDASHChild(named: "ProgramInformation")?
+            .firstDASHChild(named: "Title")?.text.trimmingCharacters(in: .whitespacesAndNewlines)
         let mpdBases = try bases(of: root, parents: [url])
 
-        let periodElements = root.children(named: "Period", namespaceURI: Self.namespace)
+        let periodElements = root.dashChildren(named: "Period")
         guard !periodElements.isEmpty else { throw MPDErrors.invalid(root, "has no <Period>") }
         // Starts: @start, else the previous period's start plus its duration (static MPDs).
         var starts: [Int128] = []
@@ -82,7 +87,7 @@ struct MPDReader {
             }
             let periodBases = try bases(of: element, parents: mpdBases)
             var sets: [MPDAdaptationSet] = []
-            for set in element.children(named: "AdaptationSet", namespaceURI: Self.namespace) {
+            for set in element.dashChildren(named: "AdaptationSet") {
                 try refuseRemote(set)
                 sets.append(try adaptationSet(set, period: element, periodIndex: index, parents: periodBases))
             }
@@ -99,14 +104,14 @@ struct MPDReader {
         let setBases = try bases(of: set, parents: parents)
         let setProtections = protections(of: set)
         var representations: [MPDRepresentation] = []
-        for element in set.children(named: "Representation", namespaceURI: Self.namespace) {
+        for element in set.dashChildren(named: "Representation") {
             guard let id = element[attribute: "id"], !id.isEmpty else {
                 throw MPDErrors.invalid(element, "has no @id (every Representation needs one)")
             }
             let mimeType = element[attribute: "mimeType"] ?? set[attribute: "mimeType"]
             let codecs = element[attribute: "codecs"] ?? set[attribute: "codecs"]
             let contentType = set[attribute: "contentType"]
-                ?? set.firstChild(named: "ContentComponent", namespaceURI: Self.namespace)?[attribute: "contentType"]
+                ?? set.firstDASHChild(named: "ContentComponent")?[attribute: "contentType"]
             representations.append(MPDRepresentation(
                 element: element, adaptationSet: set, period: period, periodIndex: periodIndex, id: id,
                 bandwidth: try MPDErrors.integer(element, "bandwidth"),
@@ -128,7 +133,7 @@ struct MPDReader {
 
     /// `ContentProtection` children of an element.
     private func protections(of element: XMLElement) -> [MPDProtection] {
-        element.children(named: "ContentProtection", namespaceURI: Self.namespace).map {
+        element.dashChildren(named: "ContentProtection").map {
             MPDProtection(scheme: $0[attribute: "schemeIdUri"] ?? "(no schemeIdUri)", value: $0[attribute: "value"], line: $0.line)
         }
     }
@@ -149,7 +154,7 @@ struct MPDReader {
     /// themselves when it has none. Absolute BaseURLs reset the chain. Duplicates are dropped
     /// and at most ``maxMirrors`` are kept.
     func bases(of element: XMLElement, parents: [URL]) throws(DownloadError) -> [URL] {
-        let children = element.children(named: "BaseURL", namespaceURI: Self.namespace)
+        let children = element.dashChildren(named: "BaseURL")
         guard !children.isEmpty else { return parents }
         var result: [URL] = []
         var seen = Set<String>()
@@ -240,4 +245,14 @@ enum MPDErrors {
 enum SafePathText {
     /// Control characters replaced by `?`, cut to 200 characters.
     static func printable(_ text: String) -> String { UntrustedText.printable(text, marksCut: false) }
+}
+
+extension XMLElement {
+    /// The child elements called `name` in the DASH namespace (``MPDReader/namespaces``).
+    func dashChildren(named name: String) -> [XMLElement] {
+        children(named: name).filter { $0.namespaceURI.map(MPDReader.namespaces.contains) == true }
+    }
+
+    /// The first child element called `name` in the DASH namespace.
+    func firstDASHChild(named name: String) -> XMLElement? { dashChildren(named: name).first }
 }

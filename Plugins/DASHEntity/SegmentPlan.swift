@@ -161,10 +161,9 @@ struct SegmentInformation {
     /// (SegmentTemplate before SegmentList before SegmentBase at one level); `nil` when no level
     /// has one (a single-file representation).
     init?(levels: [XMLElement]) {
-        let namespace = MPDReader.namespace
         var found: Kind?
         search: for level in levels.reversed() {
-            for kind in [Kind.template, .list, .base] where level.firstChild(named: kind.rawValue, namespaceURI: namespace) != nil {
+            for kind in [Kind.template, .list, .base] where level.firstDASHChild(named: kind.rawValue) != nil {
                 found = kind
                 break search
             }
@@ -174,13 +173,13 @@ struct SegmentInformation {
         var information: [String: (value: String, element: XMLElement)] = [:]
         var timeline: XMLElement?, initialization: XMLElement?, segmentURLs: [XMLElement] = []
         for level in levels {
-            guard let own = level.firstChild(named: kind.rawValue, namespaceURI: namespace) else { continue }
+            guard let own = level.firstDASHChild(named: kind.rawValue) else { continue }
             element = own
             // Attributes in a namespace are keyed "prefix:name"; they are not DASH's.
             for (name, value) in own.attributes where !name.contains(":") { information[name] = (value, own) }
-            if let child = own.firstChild(named: "SegmentTimeline", namespaceURI: namespace) { timeline = child }
-            if let child = own.firstChild(named: "Initialization", namespaceURI: namespace) { initialization = child }
-            let urls = own.children(named: "SegmentURL", namespaceURI: namespace)
+            if let child = own.firstDASHChild(named: "SegmentTimeline") { timeline = child }
+            if let child = own.firstDASHChild(named: "Initialization") { initialization = child }
+            let urls = own.dashChildren(named: "SegmentURL")
             if !urls.isEmpty { segmentURLs = urls }
         }
         self.kind = kind

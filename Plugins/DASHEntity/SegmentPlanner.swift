@@ -157,7 +157,7 @@ enum SegmentPlanner {
     private static func timelineEntries(
         _ timeline: XMLElement, timescale: Int64, presentationTimeOffset: Int64, period: MPDPeriod, limit: Int
     ) throws(DownloadError) -> [SegmentPlan.TimelineEntry] {
-        let elements = timeline.children(named: "S", namespaceURI: MPDReader.namespace)
+        let elements = timeline.dashChildren(named: "S")
         guard !elements.isEmpty else { throw MPDErrors.invalid(timeline, "has no <S> element") }
         var entries: [SegmentPlan.TimelineEntry] = []
         entries.reserveCapacity(elements.count)
