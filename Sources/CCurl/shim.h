@@ -6,6 +6,8 @@
 
 #define CURL_DISABLE_DEPRECATION 1
 #include <curl/curl.h>
+#include <stdint.h>
+#include <sys/socket.h>
 
 typedef size_t (*tessera_curl_data_callback)(char *ptr, size_t size, size_t nmemb, void *userdata);
 
@@ -49,6 +51,25 @@ static inline CURLcode tessera_curl_easy_restrict_protocols(CURL *handle) {
     if (code != CURLE_OK) return code;
     return curl_easy_setopt(handle, CURLOPT_REDIR_PROTOCOLS, (long)(CURLPROTO_HTTP | CURLPROTO_HTTPS));
 #endif
+}
+
+/// CURLOPT_SOCKOPTFUNCTION: gives every new connection's socket a fixed receive buffer (its
+/// size in bytes is the callback's data). A fixed SO_RCVBUF turns the kernel's autotuning off,
+/// which keeps the bytes in flight small when a rate limit holds the reader back.
+static int tessera_curl_sockopt_receive_buffer(void *data, curl_socket_t socket, curlsocktype purpose) {
+    int size = (int)(intptr_t)data;
+    if (purpose == CURLSOCKTYPE_IPCXN && size > 0) {
+        (void)setsockopt(socket, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
+    }
+    return CURL_SOCKOPT_OK;
+}
+
+/// New connections of the handle get a receive buffer of `size` bytes (0: the kernel's default).
+static inline CURLcode tessera_curl_easy_set_receive_buffer(CURL *handle, long size) {
+    if (size <= 0) return CURLE_OK;
+    CURLcode code = curl_easy_setopt(handle, CURLOPT_SOCKOPTFUNCTION, tessera_curl_sockopt_receive_buffer);
+    if (code != CURLE_OK) return code;
+    return curl_easy_setopt(handle, CURLOPT_SOCKOPTDATA, (void *)(intptr_t)size);
 }
 
 // MARK: - Easy information

@@ -6,6 +6,7 @@
 
 #include <sys/types.h>
 #include <stdint.h>
+#include <errno.h>
 
 extern ssize_t copy_file_range(int fd_in, off_t *off_in, int fd_out, off_t *off_out, size_t len, unsigned int flags);
 
@@ -13,6 +14,30 @@ extern ssize_t copy_file_range(int fd_in, off_t *off_in, int fd_out, off_t *off_
 static inline ssize_t tessera_copy_file_range(int input, int output, size_t length) {
     return copy_file_range(input, (off_t *)0, output, (off_t *)0, length, 0);
 }
+
+/// copy_file_range(2) between explicit offsets, which it advances.
+static inline ssize_t tessera_copy_file_range_at(int input, int64_t *input_offset, int output, int64_t *output_offset,
+                                                 size_t length) {
+    off_t in = (off_t)*input_offset, out = (off_t)*output_offset;
+    ssize_t copied = copy_file_range(input, &in, output, &out, length, 0);
+    *input_offset = (int64_t)in;
+    *output_offset = (int64_t)out;
+    return copied;
+}
+
+#ifdef __linux__
+#include <fcntl.h>
+#include <stdio.h>
+extern int renameat2(int olddirfd, const char *oldpath, int newdirfd, const char *newpath, unsigned int flags);
+
+/// rename(2) that fails with EEXIST instead of replacing an existing file (RENAME_NOREPLACE);
+/// where the file system cannot do that (EINVAL, ENOSYS), -2 so the caller can fall back.
+static inline int tessera_rename_noreplace(const char *source, const char *destination) {
+    int result = renameat2(AT_FDCWD, source, AT_FDCWD, destination, 1 /* RENAME_NOREPLACE */);
+    if (result != 0 && (errno == EINVAL || errno == ENOSYS)) return -2;
+    return result;
+}
+#endif
 
 #ifdef __linux__
 

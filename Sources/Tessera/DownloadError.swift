@@ -48,7 +48,10 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
 
         /// The request itself is malformed: a URL that does not parse, a header with a line break.
         public static let invalidRequest = Code(.invalidRequest)
-        /// The URL, or a redirect, uses a scheme other than `http` or `https`.
+        /// Replaced by ``unsafeInput``: every URL refusal (scheme, host, control characters, a
+        /// redirect to another scheme) now has that one code. Kept so that code naming it still
+        /// compiles and stored errors still read; Tessera no longer raises it.
+        @available(*, deprecated, renamed: "unsafeInput")
         public static let unsupportedScheme = Code(.unsupportedScheme)
         /// The host name (or the proxy's) could not be resolved.
         public static let dnsFailure = Code(.dnsFailure)
@@ -92,7 +95,8 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
         /// A manifest is over a size or count limit (bytes, depth, segments).
         public static let manifestTooLarge = Code(.manifestTooLarge)
         /// Input was refused as hostile: XML entity declarations, external entities, a URL with
-        /// control characters or a scheme other than http(s).
+        /// control characters, without a host or with a scheme other than http(s) (also when a
+        /// redirect leads there). ``URLSafety/check(_:context:)`` is the one place URLs are judged.
         public static let unsafeInput = Code(.unsafeInput)
         /// Downloaded bytes do not match the checksum the manifest gave.
         public static let checksumMismatch = Code(.checksumMismatch)
@@ -205,6 +209,28 @@ extension DownloadError {
     /// Whether the failure comes from the local disk rather than the network.
     public var isLocal: Bool {
         code == .writeFailed || code == .diskFull
+    }
+
+    /// Whether the failure means the task cannot succeed as it is (it ends `invalid`) rather than
+    /// that it ran out of attempts (`failed`): an unusable manifest, hostile input, a checksum
+    /// that failed twice, a resource that is gone.
+    public var isPermanent: Bool {
+        switch code {
+        case .manifestInvalid, .manifestTooLarge, .unsafeInput, .unsafePath, .checksumMismatch, .invalidRequest,
+            .noMatchingEntity, .unsupportedContent:
+            return true
+        case .httpStatus:
+            return [404, 410].contains(httpStatus ?? 0)
+        default:
+            return code.base == .unsupportedScheme
+        }
+    }
+
+    /// Whether the failure only says that the caller stopped the work (a cancelled task, an
+    /// engine shut down with its process): nothing failed, and the work resumes from its
+    /// checkpoints next time.
+    public var isCancellation: Bool {
+        code == .cancelled || code == .engineShutDown
     }
 }
 

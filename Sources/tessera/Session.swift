@@ -74,7 +74,7 @@ struct Session {
     }
 
     func close() async {
-        await manager.flushStore()
+        await manager.shutdown()
         await engine.shutdown()
         lock.release()
     }
@@ -142,7 +142,7 @@ struct InputResolver {
     func entities(for text: String) async throws(DownloadError) -> [DownloadBaseEntity] {
         var input = EntityInput(text, arguments: arguments, format: format?.description)
         if input.url == nil, let scheme = URL(string: input.text)?.scheme?.lowercased(), input.text.contains("://") {
-            throw DownloadError(.unsupportedScheme, "only http and https URLs can be downloaded, not \(scheme)")
+            throw DownloadError(.unsafeInput, "only http and https URLs can be downloaded, not \(UntrustedText.printable(scheme, limit: 20))")
         }
         if input.url == nil, input.pluginScheme == nil {
             throw DownloadError(.noMatchingEntity, "not a URL and not PLUGIN:KEY (see `tessera plugins`)")

@@ -80,6 +80,14 @@ public final class SegmentCache: Sendable {
         state.withLock { $0.entries[Self.name(for: key)] != nil }
     }
 
+    /// The size of the entry indexed for `key` (not verified), or `nil`.
+    public func size(of key: String) -> Int64? {
+        state.withLock { state in
+            guard let entry = state.entries[Self.name(for: key)], entry.key == key else { return nil }
+            return entry.size
+        }
+    }
+
     /// The verified entry for `key`, or `nil`. An entry whose size differs from its record or
     /// from `expectedSize`, or whose bytes do not match its (or the given) checksum, is evicted.
     public func lookup(_ key: String, expectedSize: Int64? = nil, checksum: Checksum? = nil) -> Entry? {

@@ -41,10 +41,21 @@ final class CurlTransfer {
     private var responseHeaders = HTTPHeaders()
     private var sink = Sink.undecided
     private var fileDescriptor: Int32 = -1
+    /// The file the body goes to (the request's, or where ``TransferRequest/onResponse`` sent it).
+    private var filePath: String?
     private var fileBase: Int64 = 0
     private var ownsTail = true
     /// Bytes of the span that are on disk (or in memory), kept ones included.
     private(set) var written: Int64 = 0
+    /// Body bytes taken but not yet in the file: libcurl hands over 16 KiB at a time, the file
+    /// gets them in blocks of up to ``writeBlockSize``.
+    private var writeBuffer: UnsafeMutableRawPointer?
+    private var writeBufferCapacity = 0
+    private var buffered = 0
+    /// The transfer stopped at its ``TransferRequest/bound``: a success, whatever libcurl says.
+    private var reachedBound = false
+    private var responseAnnounced = false
+    private var redirected = false
     /// Body bytes received by this attempt.
     private(set) var received: Int64 = 0
     private var memory = Data()
@@ -77,7 +88,8 @@ final class CurlTransfer {
         let request = pending.request
         self.checkpointValidator = request.resume?.validator
         self.keptBytes = Self.usableCheckpointBytes(of: request)
-        if case .file(_, let offset, let owns) = request.destination {
+        if case .file(let path, let offset, let owns) = request.destination {
+            filePath = path
             fileBase = offset
             ownsTail = owns
         }
@@ -89,7 +101,11 @@ final class CurlTransfer {
         errorBuffer.deallocate()
         if let headerList { curl_slist_free_all(headerList) }
         if fileDescriptor >= 0 { close(fileDescriptor) }
+        writeBuffer?.deallocate()
     }
+
+    /// The largest write the body makes to its file.
+    static let writeBlockSize = 256 * 1024
 
     /// How many checkpoint bytes can be trusted: they need a validator (unless the request
     /// allows otherwise), and a file destination must really hold them.
@@ -153,6 +169,12 @@ final class CurlTransfer {
         set(CURLOPT_USERAGENT, configuration.userAgent, "USERAGENT")
         set(CURLOPT_TCP_KEEPALIVE, 1, "TCP_KEEPALIVE")
         set(CURLOPT_BUFFERSIZE, configuration.receiveBufferSize, "BUFFERSIZE")
+        if let rate = core.currentRateLimit(for: request) {
+            // About 25 ms of the limited rate in the kernel's buffer: enough to keep the rate,
+            // little in flight (what a killed process never reads, a server still sent).
+            let size = Int(min(max(rate / 40, 64 * 1024), 4 << 20))
+            if failed == nil, tessera_curl_easy_set_receive_buffer(easy, size) != CURLE_OK { failed = "SOCKOPTFUNCTION" }
+        }
         if configuration.allowsHTTP2 {
             set(CURLOPT_HTTP_VERSION, Int(CURL_HTTP_VERSION_2TLS), "HTTP_VERSION")
             if request.url.scheme?.lowercased() == "https" { set(CURLOPT_PIPEWAIT, 1, "PIPEWAIT") }
@@ -273,7 +295,13 @@ final class CurlTransfer {
             received += Int64(count)
             written += Int64(count)
         case .file:
-            if let spanLength, written + Int64(count) > spanLength {
+            let position = written + Int64(buffered)
+            var taken = count
+            if let bound = pending.request.bound {
+                taken = bound.take(count, at: position)
+                if taken < count { reachedBound = true }
+            }
+            if let spanLength, position + Int64(taken) > spanLength {
                 failure = DownloadError(
                     .rangeMismatch,
                     "the server sent more than the \(spanLength) bytes asked for",
@@ -281,13 +309,18 @@ final class CurlTransfer {
                     checkpoint: TransferCheckpoint(bytesWritten: written, validator: validator))
                 return Self.errorSignal
             }
-            if !core.takeRateTokens(count, for: self) { return Self.pauseSignal }
-            if let error = writeFully(pointer, count: count, at: fileBase + written) {
-                failure = error
-                return Self.errorSignal
+            if taken > 0 {
+                if !core.takeRateTokens(taken, for: self) {
+                    reachedBound = false
+                    return Self.pauseSignal
+                }
+                if let error = append(pointer, count: taken) {
+                    failure = error
+                    return Self.errorSignal
+                }
+                received += Int64(taken)
             }
-            received += Int64(count)
-            written += Int64(count)
+            if reachedBound { return Self.errorSignal }
         }
         reportProgress(final: false)
         return count
@@ -295,6 +328,42 @@ final class CurlTransfer {
 
     static let pauseSignal = tessera_curl_writefunc_pause()
     static let errorSignal = tessera_curl_writefunc_error()
+
+    /// Takes body bytes into the write buffer, writing it out whenever it fills; a block at
+    /// least as large as the buffer goes straight to the file.
+    private func append(_ pointer: UnsafeRawPointer, count: Int) -> DownloadError? {
+        if writeBuffer == nil {
+            let expected = spanLength.map { max(0, $0 - written) } ?? Int64(Self.writeBlockSize)
+            writeBufferCapacity = Int(min(max(expected, 16 * 1024), Int64(Self.writeBlockSize)))
+            writeBuffer = .allocate(byteCount: writeBufferCapacity, alignment: 64)
+        }
+        var offset = 0
+        while offset < count {
+            if buffered == 0, count - offset >= writeBufferCapacity {
+                if let error = writeFully(pointer + offset, count: count - offset, at: fileBase + written) { return error }
+                written += Int64(count - offset)
+                pending.request.onFlush?(written)
+                return nil
+            }
+            let piece = min(writeBufferCapacity - buffered, count - offset)
+            (writeBuffer! + buffered).copyMemory(from: pointer + offset, byteCount: piece)
+            buffered += piece
+            offset += piece
+            if buffered == writeBufferCapacity, let error = flush() { return error }
+        }
+        return nil
+    }
+
+    /// Writes the buffered bytes to the file; then ``TransferRequest/onFlush`` learns they are there.
+    @discardableResult
+    func flush() -> DownloadError? {
+        guard buffered > 0, let writeBuffer else { return nil }
+        if let error = writeFully(writeBuffer, count: buffered, at: fileBase + written) { return error }
+        written += Int64(buffered)
+        buffered = 0
+        pending.request.onFlush?(written)
+        return nil
+    }
 
     private func writeFully(_ pointer: UnsafeRawPointer, count: Int, at offset: Int64) -> DownloadError? {
         var done = 0
@@ -310,8 +379,7 @@ final class CurlTransfer {
     }
 
     private func fileError(_ code: Int32, doing action: String) -> DownloadError {
-        let path: String
-        if case .file(let destination, _, _) = pending.request.destination { path = destination } else { path = "?" }
+        let path = filePath ?? "?"
         let full = code == ENOSPC || code == EDQUOT
         return DownloadError(
             full ? .diskFull : .writeFailed,
@@ -473,46 +541,91 @@ final class CurlTransfer {
         return true
     }
 
-    private func openSink() -> DownloadError? {
-        switch pending.request.destination {
-        case .memory(let limit):
-            sink = .memory(limit: limit)
+    /// Tells ``TransferRequest/onResponse`` about the response, once; returns its refusal.
+    private func announceResponse() -> DownloadError? {
+        guard !responseAnnounced, let hook = pending.request.onResponse else { return nil }
+        responseAnnounced = true
+        let response = TransferResponse(
+            status: status, effectiveURL: effectiveURL, headers: responseHeaders,
+            validator: validator ?? checkpointValidator, resourceLength: resourceLength, spanLength: spanLength,
+            resumedFrom: keptBytes, acceptsRanges: acceptsRanges)
+        switch hook(response) {
+        case .proceed:
             return nil
-        case .discard:
-            sink = .discard
-            return nil
-        case .file(let path, _, _):
-            sink = .file
-            guard fileDescriptor < 0 else { return nil }
-            // The file is opened once, when the response is known and `written` is final. A
-            // transfer that owns the file's tail cuts it right here, so nothing stale can follow
-            // its bytes and no truncation is needed at the end; from offset zero, O_TRUNC does it.
-            let truncateOnOpen = ownsTail && fileBase + written == 0
-            let flags = O_WRONLY | O_CREAT | O_CLOEXEC | (truncateOnOpen ? O_TRUNC : 0)
-            var descriptor = open(path, flags, 0o644)
-            if descriptor < 0, errno == ENOENT {
-                let directory = (path as NSString).deletingLastPathComponent
-                if !directory.isEmpty {
-                    try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-                }
-                descriptor = open(path, flags, 0o644)
+        case .refuse(let error):
+            return error
+        case .redirect(let destination):
+            guard keptBytes == 0, case .file(let path, let offset, let owns) = destination, !path.isEmpty, offset >= 0 else {
+                return nil
             }
-            guard descriptor >= 0 else { return fileError(errno, doing: "open") }
-            fileDescriptor = descriptor
-            if ownsTail, !truncateOnOpen, ftruncate(fileDescriptor, off_t(fileBase + written)) != 0 {
-                return fileError(errno, doing: "truncate")
-            }
-            if pending.request.recordsValidator, ownsTail, let validator = validator ?? checkpointValidator {
-                TransferCheckpoint.record(validator, on: fileDescriptor)
-            }
+            filePath = path
+            fileBase = offset
+            ownsTail = owns
+            redirected = true
             return nil
         }
     }
 
+    private func openSink() -> DownloadError? {
+        if let refusal = announceResponse() { return refusal }
+        if redirected {
+            sink = .file
+        } else {
+            switch pending.request.destination {
+            case .memory(let limit):
+                sink = .memory(limit: limit)
+                return nil
+            case .discard:
+                sink = .discard
+                return nil
+            case .file:
+                sink = .file
+            }
+        }
+        guard fileDescriptor < 0, let path = filePath else { return nil }
+        // The file is opened once, when the response is known and `written` is final. A
+        // transfer that owns the file's tail cuts it right here, so nothing stale can follow
+        // its bytes and no truncation is needed at the end; from offset zero, O_TRUNC does it.
+        let truncateOnOpen = ownsTail && fileBase + written == 0
+        let flags = O_WRONLY | O_CREAT | O_CLOEXEC | (truncateOnOpen ? O_TRUNC : 0)
+        var descriptor = open(path, flags, 0o644)
+        if descriptor < 0, errno == ENOENT {
+            let directory = (path as NSString).deletingLastPathComponent
+            if !directory.isEmpty {
+                try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            }
+            descriptor = open(path, flags, 0o644)
+        }
+        guard descriptor >= 0 else { return fileError(errno, doing: "open") }
+        fileDescriptor = descriptor
+        if ownsTail, !truncateOnOpen, ftruncate(fileDescriptor, off_t(fileBase + written)) != 0 {
+            return fileError(errno, doing: "truncate")
+        }
+        return nil
+    }
+
+    /// The URL of the response, after redirects.
+    private var effectiveURL: URL {
+        var effective: UnsafeMutablePointer<CChar>?
+        if tessera_curl_easy_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &effective) == CURLE_OK,
+            let effective, let parsed = URL(string: String(cString: effective))
+        {
+            return parsed
+        }
+        return pending.request.url
+    }
+
+    /// Whether the server showed it serves byte ranges.
+    private var acceptsRanges: Bool {
+        status == 206 || (responseHeaders["Accept-Ranges"]?.lowercased().contains("bytes") ?? false)
+    }
+
     // MARK: - The end
 
+    /// Writes what is buffered (those bytes are good whatever ended the transfer) and closes the file.
     func closeFile() {
         if fileDescriptor >= 0 {
+            flush()
             close(fileDescriptor)
             fileDescriptor = -1
         }
@@ -521,6 +634,7 @@ final class CurlTransfer {
     /// What is on disk when the transfer is stopped before its end.
     var cancellationCheckpoint: TransferCheckpoint? {
         if case .file = sink {
+            flush()
             return TransferCheckpoint(bytesWritten: written, validator: validator ?? checkpointValidator)
         }
         return keptBytes > 0 ? TransferCheckpoint(bytesWritten: keptBytes, validator: checkpointValidator) : nil
@@ -530,9 +644,10 @@ final class CurlTransfer {
     func outcome(_ code: CURLcode) -> Result<TransferResult, DownloadError> {
         let request = pending.request
         let url = request.url.absoluteString
+        let flushFailure = flush()
         let onDisk = TransferCheckpoint(bytesWritten: written, validator: validator ?? checkpointValidator)
 
-        guard code == CURLE_OK else {
+        guard code == CURLE_OK || (reachedBound && failure == nil) else {
             if let failure { return .failure(failure) }
             if case .errorBody = sink { return .failure(statusError()) }
             return .failure(classify(code, checkpoint: onDisk))
@@ -541,11 +656,12 @@ final class CurlTransfer {
         if let failure { return .failure(failure) }
         if needsRestart { return .failure(DownloadError(.contentChanged, "the copy on disk is not the server's", url: url)) }
         if case .errorBody = sink { return .failure(statusError()) }
-        if request.method == .get, case .file = request.destination, fileDescriptor < 0 {
+        if let flushFailure { return .failure(flushFailure) }
+        if request.method == .get, filePath != nil, fileDescriptor < 0 {
             // An empty body: still create the (empty) file, as any download tool would.
             if let error = openSink() { return .failure(error) }
         }
-        if request.method == .get {
+        if request.method == .get, !reachedBound {
             if let spanLength, written != spanLength {
                 return .failure(DownloadError(
                     .sizeMismatch, "expected \(spanLength) bytes, received \(written)",
@@ -566,8 +682,8 @@ final class CurlTransfer {
         let status = self.status
         var message = "the server answered \(status)"
         if let reason = HTTPStatus.reasonPhrase(status) { message += " \(reason)" }
-        let excerpt = String(decoding: errorBody.prefix(200), as: UTF8.self)
-            .split(whereSeparator: \.isNewline).joined(separator: " ")
+        let excerpt = UntrustedText.printable(
+            String(decoding: errorBody.prefix(200), as: UTF8.self).split(whereSeparator: \.isNewline).joined(separator: " "))
         if !excerpt.isEmpty, responseHeaders["Content-Type"]?.hasPrefix("text/") ?? true {
             message += ": \(excerpt)"
         }
@@ -587,15 +703,7 @@ final class CurlTransfer {
     }
 
     private func result(status: Int) -> TransferResult {
-        var effective: UnsafeMutablePointer<CChar>?
-        var effectiveURL = pending.request.url
-        if status != 0, tessera_curl_easy_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &effective) == CURLE_OK,
-            let effective, let parsed = URL(string: String(cString: effective))
-        {
-            effectiveURL = parsed
-        }
-        let acceptsRanges = status == 206
-            || (responseHeaders["Accept-Ranges"]?.lowercased().contains("bytes") ?? false)
+        let effectiveURL = status != 0 ? self.effectiveURL : pending.request.url
         return TransferResult(
             status: status,
             effectiveURL: effectiveURL,
@@ -636,7 +744,7 @@ final class CurlTransfer {
             CURLE_SSL_SHUTDOWN_FAILED:
             return .tlsFailure
         case CURLE_UNSUPPORTED_PROTOCOL:
-            return .unsupportedScheme
+            return .unsafeInput
         case CURLE_TOO_MANY_REDIRECTS:
             return .tooManyRedirects
         case CURLE_URL_MALFORMAT:
@@ -663,13 +771,13 @@ final class CurlTransfer {
         _ = tessera_curl_easy_getinfo_long(easy, CURLINFO_OS_ERRNO, &osErrno)
         let systemErrno: Int32? = osErrno == 0 ? nil : Int32(osErrno)
         let kind = Self.errorCode(for: code, osErrno: Int32(osErrno))
-        if kind == .unsupportedScheme {
+        if kind == .unsafeInput {
             var target: UnsafeMutablePointer<CChar>?
             _ = tessera_curl_easy_getinfo_string(easy, CURLINFO_REDIRECT_URL, &target)
             let location = target.map { String(cString: $0) } ?? responseHeaders["Location"]
-            let message = location.map { "refused to follow a redirect to \($0): only http and https are allowed" }
-                ?? "only http and https are allowed (\(detail))"
-            return DownloadError(.unsupportedScheme, message, url: url, checkpoint: checkpoint, curlCode: Int(code.rawValue))
+            let message = location.map { "refused to follow a redirect to \(UntrustedText.printable($0)): only http and https URLs are downloaded" }
+                ?? "only http and https URLs are downloaded (\(UntrustedText.printable(detail)))"
+            return DownloadError(.unsafeInput, message, url: url, checkpoint: checkpoint, curlCode: Int(code.rawValue))
         }
         return DownloadError(
             kind, detail, url: url, checkpoint: checkpoint, curlCode: Int(code.rawValue), systemErrno: systemErrno)

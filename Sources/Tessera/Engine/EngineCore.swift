@@ -222,6 +222,14 @@ final class EngineCore: @unchecked Sendable {
         return true
     }
 
+    /// The rate that holds a new transfer back, if any: the global limit or its own, whichever
+    /// is lower. Engine thread only.
+    func currentRateLimit(for request: TransferRequest) -> Int64? {
+        let own = request.rateLimit.flatMap { $0 > 0 ? $0 : nil }
+        guard let global = bucket.map({ Int64($0.rate) }) else { return own }
+        return own.map { min($0, global) } ?? global
+    }
+
     private func applyRateLimit(_ rate: Int64?) {
         if let rate, rate > 0 {
             bucket = TokenBucket(bytesPerSecond: rate)
@@ -318,7 +326,9 @@ final class EngineCore: @unchecked Sendable {
             let code = tessera_curl_msg_result(message)
             let outcome = transfer.outcome(code)
             let needsRestart = transfer.needsRestart
-            detach(transfer)
+            // A handle that ended in an error (a refused redirect, a broken connection) may be in
+            // a state libcurl will not reconfigure: it is not used again.
+            detach(transfer, reusable: code == CURLE_OK)
             receivedTotal.add(transfer.received, ordering: .relaxed)
             if needsRestart {
                 var pending = transfer.pending
@@ -358,14 +368,18 @@ final class EngineCore: @unchecked Sendable {
 
     /// Takes the transfer off the multi handle and closes its file; the easy handle goes back
     /// to the pool.
-    private func detach(_ transfer: CurlTransfer) {
+    private func detach(_ transfer: CurlTransfer, reusable: Bool = false) {
         curl_multi_remove_handle(multi, transfer.easy)
         transfers[transfer.easy] = nil
         transfersByID[transfer.id] = nil
         activeCount.subtract(1, ordering: .relaxed)
         transfer.isPausedForRate = false
         transfer.closeFile()
-        recycle(transfer.easy)
+        if reusable {
+            recycle(transfer.easy)
+        } else {
+            curl_easy_cleanup(transfer.easy)
+        }
     }
 
     private func recycle(_ easy: UnsafeMutableRawPointer) {

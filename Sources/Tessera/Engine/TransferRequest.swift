@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 
 /// One HTTP transfer for ``CurlEngine``: what to fetch, which bytes, and where they go.
 public struct TransferRequest: Sendable {
@@ -54,12 +55,19 @@ public struct TransferRequest: Sendable {
     public var resumesWithoutValidator: Bool
     /// A limit on the whole transfer, on top of the engine's connect and low-speed limits.
     public var timeout: Duration?
-    /// For a file the transfer owns from its offset on: record the response's validator on the
-    /// file itself (an extended attribute) as soon as the body starts, so that after a crash
-    /// ``TransferCheckpoint/recovered(fromFileAt:offset:)`` can resume from every byte on disk,
-    /// not only from the last checkpoint a store wrote. Quietly does nothing on file systems
-    /// without user extended attributes.
-    public var recordsValidator: Bool = false
+    /// Called on the engine thread once the final response is known to be usable (a success
+    /// status, its range and validator checked) and before any of its body is written: it may
+    /// send the body elsewhere (``ResponseDecision/redirect(to:)``, only for a request that
+    /// resumes nothing) or refuse it. It must return quickly.
+    public var onResponse: (@Sendable (TransferResponse) -> ResponseDecision)?
+    /// Called on the engine thread each time buffered body bytes reach the file, with the bytes
+    /// of the span now in the file (kept ones included). A record of what is on disk that is
+    /// updated from here never claims a byte the file does not hold. It must return quickly.
+    public var onFlush: (@Sendable (_ bytesOnDisk: Int64) -> Void)?
+    /// An end the caller may move closer while the transfer runs (a large file split over more
+    /// connections as they come): the transfer stops, successfully, once it has that many bytes
+    /// of its span.
+    public var bound: TransferBound?
 
     /// Creates a request.
     public init(
@@ -100,22 +108,11 @@ public struct TransferRequest: Sendable {
         TransferRequest(url: url, headers: headers, destination: .memory(limit: limit), acceptsCompression: true)
     }
 
-    /// Throws ``DownloadError/Code/invalidRequest`` or ``DownloadError/Code/unsupportedScheme``
-    /// for a request that must not reach the network.
+    /// Throws ``DownloadError/Code/unsafeInput`` (through ``URLSafety/check(_:context:)``) or
+    /// ``DownloadError/Code/invalidRequest`` for a request that must not reach the network.
     public func validate() throws(DownloadError) {
         let text = url.absoluteString
-        guard let scheme = url.scheme?.lowercased() else {
-            throw DownloadError(.invalidRequest, "the URL has no scheme", url: text)
-        }
-        guard scheme == "http" || scheme == "https" else {
-            throw DownloadError(.unsupportedScheme, "only http and https are supported, not \(scheme)", url: text)
-        }
-        guard let host = url.host, !host.isEmpty else {
-            throw DownloadError(.invalidRequest, "the URL has no host", url: text)
-        }
-        if text.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) {
-            throw DownloadError(.invalidRequest, "the URL contains white space or a control character", url: text)
-        }
+        try URLSafety.check(url, context: "the URL")
         if let field = headers.firstInvalidField {
             throw DownloadError(.invalidRequest, "the header field \"\(field.name)\" cannot be sent", url: text)
         }
@@ -194,5 +191,81 @@ public struct TransferProgress: Sendable, Hashable {
     /// The bytes on disk and their validator, to resume from.
     public var checkpoint: TransferCheckpoint {
         TransferCheckpoint(bytesWritten: bytesWritten, validator: validator)
+    }
+}
+
+/// A usable response, as ``TransferRequest/onResponse`` sees it before the body is written.
+public struct TransferResponse: Sendable {
+    /// The status (`200`, `206`).
+    public var status: Int
+    /// The URL of the response, after redirects.
+    public var effectiveURL: URL
+    /// The response's header fields.
+    public var headers: HTTPHeaders
+    /// The validator of the version being sent.
+    public var validator: ResourceValidator?
+    /// The complete length of the resource, when the server told it.
+    public var resourceLength: Int64?
+    /// The length of the requested span this transfer ends with, kept bytes included, when known.
+    public var spanLength: Int64?
+    /// The bytes of the span kept from the checkpoint (zero when the body starts over).
+    public var resumedFrom: Int64
+    /// Whether the server showed it serves byte ranges (`Accept-Ranges: bytes` or a `206`).
+    public var acceptsRanges: Bool
+}
+
+/// What ``TransferRequest/onResponse`` decides.
+public enum ResponseDecision: Sendable {
+    /// Write the body where the request said.
+    case proceed
+    /// Write the body there instead (honoured only when nothing of the span was kept).
+    case redirect(to: TransferRequest.Destination)
+    /// Do not take the body: the transfer fails with this error.
+    case refuse(DownloadError)
+}
+
+/// An end that moves closer while a transfer runs: a large file's first connection starts with
+/// the whole file, and gives the rest of it away as more connections start.
+///
+/// Positions count bytes of the transfer's span from its first byte. The engine takes body bytes
+/// only below ``end``; ``shrink(to:)`` moves the end down unless the transfer already has bytes
+/// past the new end, so whatever is given away is never also written by this transfer.
+public final class TransferBound: Sendable {
+    private struct State {
+        var end: Int64
+        var taken: Int64 = 0
+    }
+
+    private let state: Mutex<State>
+
+    /// Creates a bound at `end` (unbounded by default).
+    public init(end: Int64 = .max) {
+        state = Mutex(State(end: max(0, end)))
+    }
+
+    /// Where the transfer stops now.
+    public var end: Int64 { state.withLock { $0.end } }
+
+    /// The bytes the transfer has taken so far (written or about to be).
+    public var taken: Int64 { state.withLock { $0.taken } }
+
+    /// Moves the end to `newEnd` when the transfer has not taken bytes past it; returns whether
+    /// it did. An end is only ever moved down.
+    public func shrink(to newEnd: Int64) -> Bool {
+        state.withLock { state in
+            guard newEnd >= state.taken, newEnd < state.end else { return false }
+            state.end = newEnd
+            return true
+        }
+    }
+
+    /// Takes up to `count` bytes at span position `position`: returns how many may be written.
+    func take(_ count: Int, at position: Int64) -> Int {
+        state.withLock { state in
+            let room = max(0, state.end - position)
+            let granted = Int(min(Int64(count), room))
+            state.taken = position + Int64(granted)
+            return granted
+        }
     }
 }

@@ -144,17 +144,26 @@ public struct ProbeResult: Sendable {
     public var headers: HTTPHeaders
 }
 
-/// How a plain download is split into pieces fetched over several connections (aria2's
-/// `--min-split-size` and `--split`).
+/// How a single file is split over several connections (aria2's `--min-split-size`, `-k` and
+/// `--max-connection-per-server`), decided by its first response: no probe is sent.
+///
+/// The download starts at once with one request for the whole file. When its response shows a
+/// file of at least ``minimumSize`` whose ranges may be asked for (the server serves ranges and
+/// the version has a strong validator), more connections take over parts of it as segment
+/// slots free up; a connection that finishes takes half of what the busiest one has left.
 public struct SplitPolicy: Sendable, Hashable {
-    /// Files smaller than this are fetched in one piece.
+    /// Files smaller than this use one connection.
     public var minimumSize: Int64 = 20 << 20
-    /// The size of each piece (the last one may be smaller).
-    public var pieceSize: Int64 = 8 << 20
+    /// The smallest range a connection is given: a rest is split only when both halves are at
+    /// least this large.
+    public var pieceSize: Int64 = 4 << 20
+    /// At most this many connections for one file.
+    public var maxConnections: Int = 8
 
     /// Creates a policy.
-    public init(minimumSize: Int64 = 20 << 20, pieceSize: Int64 = 8 << 20) {
+    public init(minimumSize: Int64 = 20 << 20, pieceSize: Int64 = 4 << 20, maxConnections: Int = 8) {
         self.minimumSize = minimumSize
         self.pieceSize = pieceSize
+        self.maxConnections = maxConnections
     }
 }

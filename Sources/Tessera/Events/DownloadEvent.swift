@@ -39,6 +39,8 @@ public struct DownloadNotice: Sendable, Hashable {
     public enum Kind: String, Sendable, Hashable {
         case diskSpaceLow, diskSpaceCritical, diskSpaceRecovered
         case networkLost, networkRestored, meteredNetwork
+        /// The store could not be written: tasks go on, but what they did may not survive a restart.
+        case storeFailure
     }
 
     /// The condition.

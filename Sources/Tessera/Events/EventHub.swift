@@ -1,8 +1,11 @@
 import Synchronization
 
-/// Fans events out to every subscriber's stream.
+/// Fans events out to every subscriber's stream. Conditions that hold tasks back (a full disk,
+/// no network) are also kept: a new subscriber hears of the ones that hold now first, so no
+/// subscriber is left looking at `waiting` without a word.
 final class EventHub: Sendable {
     private let subscribers = Mutex<[UInt64: AsyncStream<DownloadEvent>.Continuation]>([:])
+    private let conditions = Mutex<[DownloadNotice.Kind: DownloadNotice]>([:])
     private let nextID = Atomic<UInt64>(0)
 
     /// Whether anyone listens (events are not built for nobody).
@@ -14,8 +17,26 @@ final class EventHub: Sendable {
         continuation.onTermination = { [weak self] _ in
             _ = self?.subscribers.withLock { $0.removeValue(forKey: id) }
         }
-        subscribers.withLock { $0[id] = continuation }
+        let held = conditions.withLock { conditions in
+            subscribers.withLock { $0[id] = continuation }
+            return conditions.values.sorted { $0.kind.rawValue < $1.kind.rawValue }
+        }
+        for notice in held { continuation.yield(.notice(notice)) }
         return stream
+    }
+
+    /// Emits a notice, and keeps or drops the condition it tells of.
+    func emit(notice: DownloadNotice) {
+        conditions.withLock { conditions in
+            switch notice.kind {
+            case .diskSpaceCritical: conditions[.diskSpaceCritical] = notice
+            case .diskSpaceRecovered: conditions[.diskSpaceCritical] = nil
+            case .networkLost: conditions[.networkLost] = notice
+            case .networkRestored: conditions[.networkLost] = nil
+            case .diskSpaceLow, .meteredNetwork, .storeFailure: break
+            }
+            emit(.notice(notice))
+        }
     }
 
     func emit(_ event: DownloadEvent) {

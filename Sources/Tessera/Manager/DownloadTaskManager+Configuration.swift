@@ -9,6 +9,9 @@ extension DownloadTaskManager {
         public var maxConcurrentTasks: Int = 3
         /// At most this many segment transfers at once, over all tasks.
         public var maxConcurrentSegments: Int = 16
+        /// At most this many segment transfers at once to one host (`host:port`); `nil` for
+        /// ``maxConcurrentSegments``.
+        public var maxConcurrentSegmentsPerHost: Int?
         /// Retries, backoff and re-resolves.
         public var retry = RetryPolicy()
         /// At most one progress event per task per this interval.
@@ -25,8 +28,11 @@ extension DownloadTaskManager {
         public var sleeper: any DownloadSleeper = ContinuousSleeper()
         /// Seeds the jitter of retry delays, for reproducible tests; `nil` seeds from the system.
         public var randomSeed: UInt64?
-        /// How often segment progress is written to the store.
+        /// How often changes are written to the store (in one batch).
         public var storeInterval: Duration = .milliseconds(200)
+        /// The least time between two writes of a task's journal while bytes arrive: what a
+        /// crash can cost, at most, of each connection's bytes.
+        public var journalCommitInterval: Duration = .milliseconds(20)
         /// When to warn about disk space and when to stop; `nil` turns the checks off.
         public var diskSpace: DiskSpacePolicy? = DiskSpacePolicy()
         /// Tells when the network goes and comes back; `nil` for none (then only probes tell).

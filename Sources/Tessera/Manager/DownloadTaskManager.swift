@@ -2,7 +2,7 @@ import Foundation
 import Logging
 
 /// Runs download tasks: one per entity, queued by weight, at most
-/// ``Configuration/maxConcurrentTasks`` at once and ``Configuration/maxConcurrentSegments``
+/// ``Configuration/maxConcurrentTasks`` active at once and ``Configuration/maxConcurrentSegments``
 /// segment transfers over all of them, retried, observable, rolled up into groups.
 ///
 /// Feed it operations (ZZDownloader's design) with ``perform(_:)``, or call the typed methods:
@@ -12,11 +12,22 @@ import Logging
 /// let events = manager.events()
 /// let info = try await manager.start(PlayurlEntity(cid: 1001))
 /// for await event in events { ... }
+/// await manager.shutdown()
 /// ```
 ///
-/// Operations are applied in the order received; none of them waits for the network. Tasks
-/// are identified by their entity's ``DownloadTaskID``: starting a known entity returns the
-/// existing task (queued again, ahead of the others, when it was paused or had failed).
+/// Who does what:
+/// - the ``Scheduler`` (a value) **decides**: what a command does to a task, which task starts,
+///   which task gets a freed segment slot;
+/// - the manager (this actor) **acts**: it applies the scheduler's actions, starts and cancels
+///   runs, persists and tells;
+/// - a ``TaskRun`` **moves bytes** with the segment slots it is granted;
+/// - the ``DownloadStore`` and each task's ``TaskJournal`` **remember**: the first what the tasks
+///   are, the second what is on disk.
+///
+/// Operations are applied in the order received; none waits for the network. Tasks are
+/// identified by their entity's ``DownloadTaskID``: starting a known entity returns the existing
+/// task (queued again, ahead of the others, when it was paused or had failed). Whatever the
+/// manager starts (runs, timers, watchers, probes, deletions) it owns, and ``shutdown()`` ends.
 public actor DownloadTaskManager {
     /// The configuration.
     public let configuration: Configuration
@@ -28,32 +39,33 @@ public actor DownloadTaskManager {
     /// The segment cache, if the manager has one.
     public nonisolated let cache: SegmentCache?
     nonisolated let hub = EventHub()
-    nonisolated let limiter: AsyncSemaphore
-    nonisolated let broker = SegmentBroker()
-    nonisolated let writer: StoreWriter
     nonisolated let layout: FileLayout
     nonisolated let diskGate: DiskGate?
+    nonisolated let executor: BlockingExecutor
+    private nonisolated let inbox: AsyncStream<RunTicket>.Continuation
+    private let inboxStream: AsyncStream<RunTicket>
 
+    private var scheduler: Scheduler
     private var tasks: [DownloadTaskID: ManagedTask] = [:]
     /// Every task, in the order it was added (removed ones are skipped lazily).
     private var addedOrder: [ManagedTask] = []
     private var groups: [String: GroupEntry] = [:]
-    private var queue = PriorityQueue<QueueEntry>()
-    private var running: Set<DownloadTaskID> = []
     private var nextSequence = 0
-    private var topWeight = 0
-    private var ticker: Task<Void, Never>?
-    private var dirtyGroups: Set<String> = []
-    /// Counts commands; a task remembers the last one that touched it, so a bulk command that
-    /// yields part-way never overrides a later command.
-    private var commandEpoch = 0
     /// Output paths, by the task that owns them.
     private var claims: [String: DownloadTaskID] = [:]
-    private var diskLevel = DiskSpaceLevel.ample
-    private var watchersStarted = false
-    private var networkStatus = NetworkStatus.online
+    /// What the store has not been told yet (written once per tick).
+    private var unsaved: [DownloadTaskID: StoreChange] = [:]
+    private var unsavedOrder: [DownloadTaskID] = []
+    private var dirtyGroups: Set<String> = []
+    private var started = false
+    private var isShutDown = false
+    /// Tasks the manager owns besides runs: the inbox, the ticker, watchers, probes, timers, deletions.
+    private var owned: [UUID: Task<Void, Never>] = [:]
+    private var ticker: Task<Void, Never>?
     private var prober: Task<Void, Never>?
-    private var watchers: [Task<Void, Never>] = []
+    private var lastStoreWrite: Task<Void, Never>?
+    private var bytesSinceDiskCheck: Int64 = 0
+    private var lastFreeBytes: Int64?
 
     /// Creates a manager. Nothing runs until an operation starts a task.
     public init(
@@ -66,18 +78,18 @@ public actor DownloadTaskManager {
         self.store = store
         self.cache = cache
         self.registry = registry
-        limiter = AsyncSemaphore(limit: configuration.maxConcurrentSegments)
         layout = FileLayout(root: configuration.downloadRoot)
         diskGate = configuration.diskSpace.map { policy in
             DiskGate(policy: policy, paths: [configuration.downloadRoot] + (cache.map { [$0.directory] } ?? []))
         }
-        networkStatus = configuration.networkMonitor?.currentStatus ?? .online
-        let hub = self.hub
-        let logger = configuration.logger
-        writer = StoreWriter(store: store, interval: configuration.storeInterval) { error in
-            logger.error("store write failed: \(error)")
-            hub.emit(.notice(DownloadNotice(kind: .diskSpaceCritical, message: "the store could not be written: \(error.message)")))
-        }
+        executor = BlockingExecutor(threads: 2)
+        (inboxStream, inbox) = AsyncStream.makeStream(of: RunTicket.self)
+        scheduler = Scheduler(
+            limits: Scheduler.Limits(
+                tasks: configuration.maxConcurrentTasks, segments: configuration.maxConcurrentSegments,
+                segmentsPerHost: configuration.maxConcurrentSegmentsPerHost ?? configuration.maxConcurrentSegments,
+                allowsMeteredNetwork: configuration.allowsMeteredNetwork, maxNetworkWait: configuration.maxNetworkWait),
+            network: configuration.networkMonitor?.currentStatus ?? .online)
     }
 
     // MARK: - Operations
@@ -85,12 +97,10 @@ public actor DownloadTaskManager {
     /// Applies one operation.
     @discardableResult
     public func perform(_ operation: DownloadOperation) async throws(DownloadError) -> DownloadOperationResult {
-        commandEpoch += 1
-        startWatchers()
         switch operation.command {
-        case .add(let entity): return .task(try add(entity, mode: .download, start: false))
-        case .start(let entity): return .task(try add(entity, mode: .download))
-        case .startCache(let entity): return .task(try add(entity, mode: .cacheOnly))
+        case .add(let entity): return .task(try add(entity))
+        case .start(let entity): return .task(try start(entity))
+        case .startCache(let entity): return .task(try startCache(entity))
         case .resume(let id): return .task(try resume(id))
         case .stop(let id): return .task(stop(id))
         case .remove(let id, let deletingFiles): return .task(remove(id, deletingFiles: deletingFiles))
@@ -112,36 +122,30 @@ public actor DownloadTaskManager {
     /// Adds the entity's task (or finds the known one) and queues it.
     @discardableResult
     public func start(_ entity: DownloadBaseEntity) throws(DownloadError) -> DownloadTaskInfo {
-        try add(entity, mode: .download)
+        try add(entity, mode: .download, start: true)
     }
 
     /// Adds the entity's task in cache-only mode: its segments are fetched into the segment
     /// cache and no output is written.
     @discardableResult
     public func startCache(_ entity: DownloadBaseEntity) throws(DownloadError) -> DownloadTaskInfo {
-        try add(entity, mode: .cacheOnly)
+        try add(entity, mode: .cacheOnly, start: true)
     }
 
     /// Queues a known task again, ahead of the others.
     @discardableResult
     public func resume(_ id: DownloadTaskID) throws(DownloadError) -> DownloadTaskInfo {
         guard let task = tasks[id] else { throw DownloadError(.invalidState, "there is no task \(id)") }
-        if [.paused, .failed, .invalid, .idle, .interrupted].contains(task.state.kind) {
-            enqueue(task, jumpAhead: true)
-            schedule()
-        }
+        task.lastError = nil
+        command(.resume(id))
         return info(task)
     }
 
-    /// Pauses a task; its finished segments and the bytes of its in-flight ones are kept.
+    /// Pauses a task; what it has on disk is kept.
     @discardableResult
     public func stop(_ id: DownloadTaskID) -> DownloadTaskInfo? {
         guard let task = tasks[id] else { return nil }
-        if [.idle, .waiting, .resolving, .downloading, .interrupted].contains(task.state.kind) {
-            halt(task)
-            transition(task, to: .paused)
-            schedule()
-        }
+        command(.stop(id))
         return info(task)
     }
 
@@ -149,49 +153,42 @@ public actor DownloadTaskManager {
     @discardableResult
     public func remove(_ id: DownloadTaskID, deletingFiles: Bool = false) -> DownloadTaskInfo? {
         guard let task = tasks[id] else { return nil }
-        halt(task)
-        transition(task, to: .removed)
-        let snapshot = info(task)
+        let runner = task.run?.task
+        command(.remove(id))
+        let snapshot = info(task, state: .removed)
         tasks[id] = nil
         task.isRemoved = true
         releaseClaims(of: task)
         leaveGroup(task)
-        writer.enqueue(.remove(id))
+        save(.remove(id))
         hub.emit(.taskRemoved(id))
-        // Delete once the runner has let go of the files.
-        let runner = task.runner
-        let layout = self.layout
-        let entity = task.entity
-        let manifest = task.manifest
-        Task.detached {
+        // Files go once the run has let go of them, off the actor.
+        let layout = self.layout, executor = self.executor, entity = task.entity, manifest = task.manifest
+        own { [outputs = manifest?.outputs ?? []] in
             await runner?.value
-            layout.removeWork(of: id)
-            for output in manifest?.outputs ?? [] {
-                let path = layout.outputPath(entity: entity, output: output)
-                FileOperations.remove(FileLayout.partPath(path))
-                if deletingFiles {
-                    output.assembly == .separateFiles ? FileOperations.removeTree(path) : FileOperations.remove(path)
+            await executor.run {
+                TaskJournal.remove(basePath: layout.journalBase(of: id))
+                layout.removeWork(of: id)
+                for output in outputs {
+                    let path = layout.outputPath(entity: entity, output: output)
+                    FileOperations.remove(FileLayout.partPath(path))
+                    if deletingFiles {
+                        output.assembly == .separateFiles ? FileOperations.removeTree(path) : FileOperations.remove(path)
+                    }
                 }
             }
         }
-        schedule()
         return snapshot
     }
 
     /// A snapshot of one task.
     public func check(_ id: DownloadTaskID) -> DownloadTaskInfo? {
-        tasks[id].map(info)
+        tasks[id].map { info($0) }
     }
 
     /// Snapshots of every task, in the order they were added.
     public func checkAll() -> [DownloadTaskInfo] {
-        liveTasks.map(info)
-    }
-
-    /// The tasks in the order they were added.
-    private var liveTasks: [ManagedTask] {
-        if addedOrder.count > tasks.count * 2 { addedOrder.removeAll(where: \.isRemoved) }
-        return addedOrder.filter { !$0.isRemoved }
+        liveTasks.map { info($0) }
     }
 
     /// A snapshot of one group.
@@ -210,52 +207,75 @@ public actor DownloadTaskManager {
     /// that a later operation touches in between is left as that operation left it.
     @discardableResult
     public func startAll() async -> [DownloadTaskInfo] {
-        commandEpoch += 1
-        let epoch = commandEpoch
-        let candidates = liveTasks.filter { [.paused, .failed, .invalid, .idle].contains($0.state.kind) }
+        let epoch = scheduler.beginCommand()
+        let candidates = liveTasks.filter { [.paused, .failed, .invalid, .idle].contains(state(of: $0).kind) }
         var started: [DownloadTaskInfo] = []
         for (index, task) in candidates.enumerated() {
             if index > 0, index % 256 == 0 {
-                schedule()
+                apply(scheduler.handle(.schedule))
                 await Task.yield()
             }
-            guard !task.isRemoved, task.touchedAt < epoch, [.paused, .failed, .invalid, .idle].contains(task.state.kind)
-            else { continue }
-            enqueue(task, jumpAhead: false)
-            started.append(info(task))
+            guard !task.isRemoved else { continue }
+            let before = state(of: task)
+            apply(scheduler.handle(.startIfUntouched(task.id, since: epoch)))
+            if state(of: task) != before {
+                task.lastError = nil
+                started.append(info(task))
+            }
         }
-        schedule()
+        apply(scheduler.handle(.schedule))
         return started
     }
 
     /// Pauses every task that is not finished.
     @discardableResult
     public func stopAll() -> [DownloadTaskInfo] {
-        let candidates = liveTasks.filter { [.idle, .waiting, .resolving, .downloading, .interrupted].contains($0.state.kind) }
-        for task in candidates {
-            halt(task)
-            transition(task, to: .paused)
-        }
-        return candidates.map(info)
+        _ = scheduler.beginCommand()
+        let candidates = liveTasks.filter { [.idle, .waiting, .resolving, .downloading, .interrupted].contains(state(of: $0).kind) }
+        for task in candidates { apply(scheduler.handle(.stop(task.id))) }
+        return candidates.map { info($0) }
     }
 
     /// Every event from now on, in order. Each call returns a new stream; it ends when the
-    /// subscriber stops iterating.
+    /// subscriber stops iterating, or at ``shutdown()``. A condition that holds tasks back now
+    /// (a full disk, no network) is told first, as a notice.
     public nonisolated func events() -> AsyncStream<DownloadEvent> {
         hub.subscribe()
     }
 
-    /// Returns when every store write made so far is done.
+    /// Returns when every change made so far is in the store.
     public func flushStore() async {
-        await writer.flush()
+        await writeUnsaved()
     }
 
-    // MARK: - Adding and queueing
+    /// Stops everything the manager started: runs (their bytes are kept, and their tasks resume
+    /// from them next time), the ticker, watchers, probes, timers and pending deletions; writes
+    /// what the store has not been told; ends the event streams. Call it once, at the end; later
+    /// operations find nothing running. The engine is not shut down (it may be shared).
+    public func shutdown() async {
+        guard !isShutDown else { return }
+        isShutDown = true
+        let runs = tasks.values.compactMap { $0.run?.task }
+        for task in tasks.values { task.run?.task.cancel() }
+        for run in runs { await run.value }
+        ticker?.cancel()
+        prober?.cancel()
+        for task in owned.values { task.cancel() }
+        for task in Array(owned.values) { await task.value }
+        owned.removeAll()
+        inbox.finish()
+        await writeUnsaved()
+        await executor.shutdown()
+        hub.finish()
+    }
 
-    private func add(_ entity: DownloadBaseEntity, mode: DownloadTaskMode, start: Bool = true) throws(DownloadError)
+    // MARK: - Adding
+
+    private func add(_ entity: DownloadBaseEntity, mode: DownloadTaskMode, start: Bool) throws(DownloadError)
         -> DownloadTaskInfo
     {
-        startWatchers()
+        guard !isShutDown else { throw DownloadError(.invalidState, "the manager has been shut down") }
+        startOnce()
         guard entity is any DownloadParserProtocol else {
             throw DownloadError(.invalidRequest, "\(type(of: entity).entityType) entities have no parser (conform to DownloadParserProtocol)")
         }
@@ -264,17 +284,13 @@ public actor DownloadTaskManager {
             throw DownloadError(.invalidState, "startCache needs a segment cache, and this manager has none")
         }
         let id = entity.taskID
+        _ = scheduler.beginCommand()
         if let task = tasks[id] {
-            if !start || task.state.isRunning || task.state == .waiting { return info(task) }
-            if task.state == .completed, task.mode == mode { return info(task) }
-            if task.mode != mode {
-                // Cached segments are in the cache, not in place (and the other way round).
-                task.segments.removeAll()
-                writer.enqueue(.resetSegments(id))
-            }
-            task.mode = mode
-            enqueue(task, jumpAhead: true)
-            schedule()
+            guard start else { return info(task) }
+            let modeChanged = task.mode != mode
+            if modeChanged, !state(of: task).isRunning, state(of: task) != .waiting { task.mode = mode }
+            task.lastError = nil
+            apply(scheduler.handle(.start(id, modeChanged: modeChanged)))
             return info(task)
         }
         let record: EntityRecord
@@ -288,224 +304,191 @@ public actor DownloadTaskManager {
         tasks[id] = task
         addedOrder.append(task)
         joinGroup(task)
-        writer.enqueue(.insert(StoredTask(entity: record, task: task.record)))
+        save(.insert(StoredTask(entity: record, task: taskRecord(task, state: .idle))))
+        apply(scheduler.handle(.added(id, sequence: task.sequence, start: false)))
         if hub.hasSubscribers { hub.emit(.taskAdded(info(task))) }
-        guard start else { return info(task) }
-        enqueue(task, jumpAhead: false)
-        schedule()
+        if start { apply(scheduler.handle(.start(id, modeChanged: false))) }
         return info(task)
     }
 
-    /// Moves a task to `waiting`; `jumpAhead` gives it the highest weight so far (a re-started
-    /// task runs before the ones that never ran, as in ZZDownloader).
-    private func enqueue(_ task: ManagedTask, jumpAhead: Bool) {
-        task.touchedAt = commandEpoch
-        if jumpAhead {
-            topWeight += 1
-            task.weight = topWeight
-        }
-        task.lastError = nil
-        transition(task, to: .waiting)
-        task.queueVersion += 1
-        queue.push(QueueEntry(weight: task.weight, sequence: task.sequence, id: task.id, version: task.queueVersion))
+    // MARK: - Applying the scheduler's actions
+
+    private func command(_ event: Scheduler.Event) {
+        _ = scheduler.beginCommand()
+        apply(scheduler.handle(event))
     }
 
-    /// Starts waiting tasks, heaviest first, while slots are free.
-    private func schedule() {
-        guard diskLevel != .critical else { return }
-        while running.count < max(1, configuration.maxConcurrentTasks), let entry = queue.pop() {
-            guard let task = tasks[entry.id], task.state == .waiting, task.queueVersion == entry.version else { continue }
-            if networkStatus.isOnline, networkStatus.isMetered {
-                let allowed = configuration.allowsMeteredNetwork
-                hub.emit(.notice(DownloadNotice(
-                    kind: .meteredNetwork,
-                    message: allowed ? "\(task.id) started on a metered network (\(networkStatus))"
-                        : "\(task.id) waits for an unmetered network (\(networkStatus))",
-                    taskID: task.id)))
-                if !allowed {
-                    transition(task, to: .interrupted(.meteredNetwork))
-                    continue
+    private func apply(_ actions: [Scheduler.Action]) {
+        for action in actions {
+            switch action {
+            case .launch(let id, let generation):
+                launch(id, generation: generation)
+            case .cancel(let id):
+                tasks[id]?.run?.task.cancel()
+                tasks[id]?.run?.events.finish()
+            case .share(let id, let generation, let limit):
+                if let run = tasks[id]?.run, run.ticket.generation == generation { run.events.yield(.share(limit)) }
+            case .grant(let id, let generation, let host, let count):
+                if let run = tasks[id]?.run, run.ticket.generation == generation {
+                    run.events.yield(.granted(host: host, count: count))
                 }
+            case .changed(let id, let from, let to):
+                guard let task = tasks[id] else { continue }
+                if to != .removed { save(.update(taskRecord(task, state: to))) }
+                if !to.isRunning { task.speed.reset() }
+                if hub.hasSubscribers {
+                    hub.emit(.taskStateChanged(info(task, state: to), previous: from))
+                    if let key = task.groupKey { dirtyGroups.insert(key) }
+                }
+                if to == .completed || to == .failed || to == .invalid || to.isInterrupted { ensureTicker() }
+            case .armNetworkWait(let id, let wait, let after):
+                own { [weak self] in
+                    try? await Task.sleep(for: after)
+                    await self?.networkWaitExpired(id, wait: wait, after: after)
+                }
+            case .startProbing:
+                startProber()
+            case .notice(let notice):
+                hub.emit(notice: notice)
+            case .refused(let id, let from, let to):
+                configuration.logger.error("refused transition", metadata: ["task": "\(id)", "from": "\(from)", "to": "\(to)"])
             }
-            launch(task)
         }
     }
 
-    private func launch(_ task: ManagedTask) {
-        transition(task, to: .resolving)
-        running.insert(task.id)
-        task.generation += 1
+    private func launch(_ id: DownloadTaskID, generation: Int) {
+        guard let task = tasks[id] else { return }
+        let ticket = RunTicket(id: id, generation: generation)
+        let inbox = self.inbox
+        let mailbox = RunMailbox(ticket: ticket) { inbox.yield($0) }
+        let (events, sink) = AsyncStream.makeStream(of: RunEvent.self)
+        let progress = TaskProgress()
         let run = TaskRun(
-            manager: self, id: task.id, generation: task.generation, entity: task.entity, mode: task.mode,
-            counter: task.counter, engine: engine, limiter: limiter, broker: broker, cache: cache, diskGate: diskGate,
-            layout: layout, configuration: configuration)
-        let previous = task.runner
-        task.runner = Task {
-            // A stopped runner may still be recording its last checkpoints: let it finish first.
-            await previous?.value
-            await run.run()
-        }
-        startTicker()
+            ticket: ticket, manager: self, entity: task.entity, mode: task.mode, progress: progress, mailbox: mailbox,
+            services: RunServices(
+                engine: engine, cache: cache, executor: executor, layout: layout, configuration: configuration,
+                diskGate: diskGate),
+            events: events, eventSink: sink)
+        let previous = task.run?.task
+        task.progress = progress
+        task.run = RunHandle(
+            ticket: ticket, mailbox: mailbox, shared: run.shared, events: sink,
+            task: Task {
+                // A stopped run may still be letting go of its files: it finishes first.
+                await previous?.value
+                await run.run()
+            })
+        ensureTicker()
     }
 
-    /// Cancels a task's runner and gives its slot back.
-    private func halt(_ task: ManagedTask) {
-        task.touchedAt = commandEpoch
-        task.generation += 1
-        task.runner?.cancel()
-        running.remove(task.id)
-        task.speed.reset()
-    }
+    // MARK: - What runs ask
 
-    // MARK: - State and events
-
-    private func transition(_ task: ManagedTask, to next: DownloadTaskState) {
-        let previous: DownloadTaskState
-        do {
-            previous = try task.machine.transition(to: next)
-        } catch {
-            configuration.logger.error("refused transition", metadata: ["task": "\(task.id)", "error": "\(error)"])
-            return
-        }
-        if next != .removed { writer.enqueue(.update(task.record)) }
-        if hub.hasSubscribers {
-            hub.emit(.taskStateChanged(info(task), previous: previous))
-            if let key = task.groupKey { emitGroup(key) }
-        }
-    }
-
-    private func emitGroup(_ key: String) {
-        if let group = groupInfo(key) {
-            hub.emit(.groupUpdated(group))
-        } else {
-            hub.emit(.groupRemoved(key: key))
-        }
-    }
-
-    private func joinGroup(_ task: ManagedTask) {
-        guard let key = task.groupKey else { return }
-        if groups[key] == nil {
-            groups[key] = GroupEntry(group: type(of: task.entity).groupType.init(key: key))
-        }
-        groups[key]?.children.insert(task.id)
-    }
-
-    private func leaveGroup(_ task: ManagedTask) {
-        guard let key = task.groupKey, var entry = groups[key] else { return }
-        entry.children.remove(task.id)
-        groups[key] = entry.children.isEmpty ? nil : entry
-        if hub.hasSubscribers { emitGroup(key) }
-    }
-
-    private func groupInfo(_ key: String) -> DownloadGroupInfo? {
-        guard let entry = groups[key] else { return nil }
-        let children = entry.children.compactMap { tasks[$0] }.sorted { $0.sequence < $1.sequence }.map(info)
-        return DownloadGroupInfo(
-            key: key, groupType: type(of: entry.group).groupType, title: entry.group.title(children: children),
-            rollUp: entry.group.rollUp(children: children), children: children)
-    }
-
-    func info(_ task: ManagedTask) -> DownloadTaskInfo {
-        let bytes = task.counter.bytes
-        let total = task.totalBytes
-        let remaining = total.map { $0 - bytes }
-        let outputs = task.workingOutputs.map { index, output in
-            DownloadTaskInfo.OutputInfo(
-                name: output.name, path: layout.outputPath(entity: task.entity, output: output),
-                expectedSize: output.knownSize, isComplete: task.completedOutputs.contains(index))
-        }
-        return DownloadTaskInfo(
-            id: task.id, title: task.manifest?.title ?? task.entity.title, groupKey: task.groupKey, state: task.state,
-            mode: task.mode, bytesDone: bytes, bytesTotal: total, bytesTotalIsEstimate: total != nil && task.unknownSizes > 0,
-            segmentsDone: task.counter.doneSegments,
-            segmentsTotal: task.segmentCount, bytesPerSecond: task.state.isRunning ? task.speed.bytesPerSecond : 0,
-            eta: task.state.isRunning ? task.speed.eta(remaining: remaining) : nil, outputs: outputs,
-            error: task.lastError, resolveCount: task.resolveCount, weight: task.weight)
-    }
-
-    // MARK: - Progress ticker
-
-    private func startTicker() {
-        guard ticker == nil else { return }
-        let interval = configuration.progressInterval
-        ticker = Task { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: interval)
-                guard let self, await self.tick() else { return }
-            }
-        }
-    }
-
-    /// Samples speeds, emits progress, checkpoints in-flight segments. Returns whether to go on.
-    private func tick() -> Bool {
-        let now = ContinuousClock.now
-        dirtyGroups.removeAll()
-        for id in running {
-            guard let task = tasks[id] else { continue }
-            let bytes = task.counter.bytes
-            task.speed.sample(bytes: bytes, at: now)
-            for (key, checkpoint) in task.counter.inFlight where checkpoint.bytesWritten > 0 {
-                writer.record(SegmentProgress(
-                    taskID: id, outputIndex: key.output, segmentIndex: key.segment, isDone: false,
-                    bytesWritten: checkpoint.bytesWritten, validator: checkpoint.validator))
-            }
-            guard bytes != task.lastReportedBytes, hub.hasSubscribers else { continue }
-            task.lastReportedBytes = bytes
-            hub.emit(.taskProgress(info(task)))
-            if let key = task.groupKey { dirtyGroups.insert(key) }
-        }
-        for key in dirtyGroups { emitGroup(key) }
-        if running.isEmpty {
-            ticker = nil
-            return false
-        }
-        return true
-    }
-
-    // MARK: - Runner callbacks
-
-    /// What a runner starts from, or `nil` when the task moved on (stopped, removed).
-    func runnerStart(_ id: DownloadTaskID, generation: Int) -> RunStart? {
-        guard let task = tasks[id], task.generation == generation, task.state == .resolving else { return nil }
+    /// What a run starts from, or `nil` when the task moved on.
+    func runStarts(_ ticket: RunTicket) -> RunStart? {
+        guard let task = current(ticket) else { return nil }
         return RunStart(manifest: task.manifest, resolveCount: task.resolveCount)
     }
 
-    /// A runner is resolving again (stale URLs, expiry).
-    func runnerReResolving(_ id: DownloadTaskID, generation: Int, because error: DownloadError) -> Bool {
-        guard let task = tasks[id], task.generation == generation else { return false }
-        task.lastError = error
-        hub.emit(.taskError(id, error, willRetry: true))
-        if task.state == .downloading { transition(task, to: .resolving) }
-        return true
+    /// A run has its manifest (`resolved` when freshly resolved): its outputs get their names,
+    /// the task keeps it. Returns the named manifest and whether its content differs from the
+    /// one the bytes on disk belong to, or `nil` when the task moved on.
+    func runHasManifest(_ ticket: RunTicket, _ manifest: DownloadManifest, resolved: Bool) -> (DownloadManifest, Bool)? {
+        guard let task = current(ticket) else { return nil }
+        if resolved { task.resolveCount += 1 }
+        let previous = task.manifest
+        let named = resolved ? assignOutputNames(task, manifest) : manifest
+        let changed = previous.map { !$0.hasSameSegments(as: named) } ?? false
+        task.setManifest(named, layout: layout)
+        save(.update(taskRecord(task, state: state(of: task))))
+        return (named, changed)
     }
 
-    /// A runner has its manifest: keep it, match the stored progress to it and start
-    /// downloading. Returns the segments still to fetch, or `nil` when the task moved on.
-    func runnerBeginDownloading(
-        _ id: DownloadTaskID, generation: Int, manifest: DownloadManifest, resolved: Bool
-    ) -> RunPlan? {
-        guard let task = tasks[id], task.generation == generation, task.state == .resolving else { return nil }
-        if resolved { task.resolveCount += 1 }
-        let manifest = resolved ? assignOutputNames(task, manifest) : manifest
-        if let previous = task.manifest, !previous.hasSameSegments(as: manifest) {
-            // The content is not the one the progress describes.
-            task.segments.removeAll()
-            writer.enqueue(.resetSegments(id))
+    /// A response proposed a name for a run's output (`nil`: the current name is taken): the
+    /// task claims a unique path for it. Returns the path, or `nil` when the task moved on.
+    func runNamesOutput(_ ticket: RunTicket, output index: Int, proposal: String?) -> String? {
+        guard let task = current(ticket), var manifest = task.manifest, index < manifest.outputs.count else { return nil }
+        let original = proposal.map { SafePath.sanitizedFileName($0, fallback: manifest.outputs[index].name) }
+            ?? manifest.outputs[index].name
+        let current = layout.outputPath(entity: task.entity, output: manifest.outputs[index])
+        if claims[current] == task.id { claims[current] = nil }
+        var candidate = original
+        var number = 0
+        var renamed = manifest.outputs[index]
+        while true {
+            renamed.name = candidate
+            let path = layout.outputPath(entity: task.entity, output: renamed)
+            let free = (claims[path] == nil || claims[path] == task.id) && !FileOperations.exists(path)
+            if free, proposal == nil ? path != current : true { break }
+            number += 1
+            candidate = Self.numbered(original, number)
         }
-        task.manifest = manifest
-        task.completedOutputs.removeAll()
-        let plan = task.plan()
-        task.counter.reset(doneBytes: plan.doneBytes, doneSegments: plan.doneSegments)
-        task.lastReportedBytes = -1
-        transition(task, to: .downloading)
-        return plan
+        manifest.outputs[index].name = candidate
+        if manifest.title == nil || manifest.title == task.entity.title { manifest.title = candidate }
+        let path = layout.outputPath(entity: task.entity, output: manifest.outputs[index])
+        claims[path] = task.id
+        task.setManifest(manifest, layout: layout)
+        save(.update(taskRecord(task, state: state(of: task))))
+        return path
+    }
+
+    private func current(_ ticket: RunTicket) -> ManagedTask? {
+        guard let task = tasks[ticket.id], task.run?.ticket == ticket, scheduler.entry(ticket.id)?.generation == ticket.generation
+        else { return nil }
+        return task
+    }
+
+    /// Takes what runs posted (slot counts, reports) and applies it in order.
+    private func drain(_ ticket: RunTicket) {
+        guard let task = tasks[ticket.id], let run = task.run, run.ticket == ticket else { return }
+        for item in run.mailbox.take() {
+            switch item {
+            case .counts(let counts):
+                for (host, count) in counts.demand {
+                    apply(scheduler.handle(.demand(ticket.id, generation: ticket.generation, host: host, count: count)))
+                }
+                let hosts = Set(counts.returned.keys).union(counts.withdrawn.keys)
+                for host in hosts.sorted() {
+                    apply(scheduler.handle(.returned(
+                        ticket.id, generation: ticket.generation, host: host, count: counts.returned[host] ?? 0,
+                        withdrawn: counts.withdrawn[host] ?? 0)))
+                }
+            case .report(let report):
+                handle(report, from: ticket, task: task)
+            }
+        }
+    }
+
+    private func handle(_ report: RunReport, from ticket: RunTicket, task: ManagedTask) {
+        switch report {
+        case .downloading(let demand):
+            apply(scheduler.handle(.resolved(ticket.id, generation: ticket.generation, demand: demand)))
+        case .retrying(let error):
+            guard scheduler.entry(ticket.id)?.generation == ticket.generation else { return }
+            task.lastError = error
+            hub.emit(.taskError(ticket.id, error, willRetry: true))
+        case .reResolving(let error):
+            guard scheduler.entry(ticket.id)?.generation == ticket.generation else { return }
+            task.lastError = error
+            hub.emit(.taskError(ticket.id, error, willRetry: true))
+            apply(scheduler.handle(.reResolving(ticket.id, generation: ticket.generation)))
+        case .ended(let ending, let error):
+            guard scheduler.entry(ticket.id)?.generation == ticket.generation, state(of: task).isRunning else { return }
+            task.summary = task.progress?.snapshot ?? task.summary
+            if let error {
+                task.lastError = error
+                let waits = ending == .diskFull || { if case .networkLost = ending { return true } else { return false } }()
+                hub.emit(.taskError(ticket.id, error, willRetry: waits))
+            }
+            if ending == .completed { task.completed = true }
+            apply(scheduler.handle(.ended(ticket.id, generation: ticket.generation, ending)))
+        }
     }
 
     // MARK: - Output names
 
     /// Gives a new manifest's outputs places no other task's output and no existing file holds,
     /// by inserting `.1`, `.2`, … before the extension (as aria2c does); names given to the
-    /// same outputs before are kept, so a re-resolve finds its progress again.
+    /// same outputs before are kept, so a re-resolve finds its files again.
     private func assignOutputNames(_ task: ManagedTask, _ fresh: DownloadManifest) -> DownloadManifest {
         var manifest = fresh
         let previous = task.manifest
@@ -515,9 +498,9 @@ public actor DownloadTaskManager {
             let key = "tessera.originalName.\(index)"
             if let previous, index < previous.outputs.count {
                 let earlierOriginal = previous.metadata[key] ?? previous.outputs[index].name
-                if earlierOriginal == original {
+                if earlierOriginal == original || (manifest.outputs[index].isNamedByResponse && previous.outputs[index].isNamedByResponse) {
                     manifest.outputs[index].name = previous.outputs[index].name
-                    if manifest.outputs[index].name != original { manifest.metadata[key] = original }
+                    if manifest.outputs[index].name != original { manifest.metadata[key] = earlierOriginal }
                     continue
                 }
             }
@@ -568,210 +551,237 @@ public actor DownloadTaskManager {
         }
     }
 
-    /// A segment is done (recorded even when the task was stopped meanwhile: the bytes are there).
-    func runnerSegmentDone(_ progress: SegmentProgress) {
-        guard let task = tasks[progress.taskID] else { return }
-        task.segments[SegmentKey(output: progress.outputIndex, segment: progress.segmentIndex)] = progress
-        writer.record(progress)
+    // MARK: - State, snapshots, groups
+
+    private func state(of task: ManagedTask) -> DownloadTaskState {
+        scheduler.state(of: task.id) ?? .removed
     }
 
-    /// An interrupted segment's checkpoint.
-    func runnerSegmentCheckpoint(_ progress: SegmentProgress) {
-        guard let task = tasks[progress.taskID] else { return }
-        let key = SegmentKey(output: progress.outputIndex, segment: progress.segmentIndex)
-        if task.segments[key]?.isDone == true { return }
-        task.segments[key] = progress
-        writer.record(progress)
+    /// The tasks in the order they were added.
+    private var liveTasks: [ManagedTask] {
+        if addedOrder.count > tasks.count * 2 { addedOrder.removeAll(where: \.isRemoved) }
+        return addedOrder.filter { !$0.isRemoved }
     }
 
-    /// Forgets an output's progress (its checksum failed, its content changed); returns the new
-    /// plan, or `nil` when the task moved on.
-    func runnerResetOutput(_ id: DownloadTaskID, generation: Int, output: Int) -> RunPlan? {
-        guard let task = tasks[id], task.generation == generation else { return nil }
-        let keys = task.segments.keys.filter { $0.output == output }
-        for key in keys {
-            let reset = SegmentProgress(taskID: id, outputIndex: key.output, segmentIndex: key.segment, isDone: false, bytesWritten: 0)
-            task.segments[key] = nil
-            writer.record(reset)
+    func info(_ task: ManagedTask, state explicit: DownloadTaskState? = nil) -> DownloadTaskInfo {
+        let state = explicit ?? self.state(of: task)
+        let snapshot = task.progress?.snapshot ?? task.summary
+        let total = task.manifest == nil ? nil : snapshot.totalBytes
+        let remaining = total.map { max(0, $0 - snapshot.bytes) }
+        return DownloadTaskInfo(
+            id: task.id, title: task.manifest?.title ?? task.entity.title, groupKey: task.groupKey, state: state,
+            mode: task.mode, bytesDone: snapshot.bytes, bytesTotal: total,
+            bytesTotalIsEstimate: total != nil && snapshot.totalIsEstimate, segmentsDone: snapshot.doneSegments,
+            segmentsTotal: snapshot.segmentCount, bytesPerSecond: state.isRunning ? task.speed.bytesPerSecond : 0,
+            eta: state.isRunning ? task.speed.eta(remaining: remaining) : nil,
+            outputs: task.outputInfos(complete: state == .completed), error: task.lastError,
+            resolveCount: task.resolveCount, weight: scheduler.entry(task.id)?.weight ?? 0)
+    }
+
+    private func taskRecord(_ task: ManagedTask, state: DownloadTaskState) -> TaskRecord {
+        let snapshot = task.progress?.snapshot ?? task.summary
+        return TaskRecord(
+            id: task.id, state: state, mode: task.mode, weight: scheduler.entry(task.id)?.weight ?? 0,
+            sequence: task.sequence, resolveCount: task.resolveCount, lastError: task.lastError.map(StoredError.init),
+            manifest: task.manifest, manifestRevision: task.manifestRevision, addedAt: task.addedAt,
+            bytesDone: snapshot.bytes, segmentsDone: snapshot.doneSegments)
+    }
+
+    private func joinGroup(_ task: ManagedTask) {
+        guard let key = task.groupKey else { return }
+        if groups[key] == nil {
+            groups[key] = GroupEntry(group: type(of: task.entity).groupType.init(key: key))
         }
-        let plan = task.plan()
-        task.counter.reset(doneBytes: plan.doneBytes, doneSegments: plan.doneSegments)
-        return plan
+        groups[key]?.children.insert(task.id)
     }
 
-    /// An output is assembled and verified.
-    func runnerOutputCompleted(_ id: DownloadTaskID, output: Int) {
-        tasks[id]?.completedOutputs.insert(output)
+    private func leaveGroup(_ task: ManagedTask) {
+        guard let key = task.groupKey, var entry = groups[key] else { return }
+        entry.children.remove(task.id)
+        groups[key] = entry.children.isEmpty ? nil : entry
+        if hub.hasSubscribers { dirtyGroups.insert(key) }
+        ensureTicker()
     }
 
-    /// An error the runner will retry.
-    func runnerError(_ id: DownloadTaskID, generation: Int, _ error: DownloadError) {
-        guard let task = tasks[id], task.generation == generation else { return }
-        task.lastError = error
-        hub.emit(.taskError(id, error, willRetry: true))
+    private func groupInfo(_ key: String) -> DownloadGroupInfo? {
+        guard let entry = groups[key] else { return nil }
+        let children = entry.children.compactMap { tasks[$0] }.sorted { $0.sequence < $1.sequence }.map { info($0) }
+        return DownloadGroupInfo(
+            key: key, groupType: type(of: entry.group).groupType, title: entry.group.title(children: children),
+            rollUp: entry.group.rollUp(children: children), children: children)
     }
 
-    /// The runner's end.
-    func runnerFinished(_ id: DownloadTaskID, generation: Int, error: DownloadError?) {
-        guard let task = tasks[id], task.generation == generation, task.state.isRunning else { return }
-        running.remove(id)
-        task.speed.reset()
-        if let error, error.code == .diskFull {
-            // Never a failure: wait for space (the write left no corrupt file behind).
-            task.lastError = error
-            hub.emit(.taskError(id, error, willRetry: true))
-            transition(task, to: .interrupted(.diskSpace))
-            if diskLevel != .critical {
-                if error.systemErrno != nil { diskGate?.markFull() }
-                enterCriticalDiskLevel(free: diskGate?.freeBytes(), message: error.message)
+    // MARK: - The tick: progress, store, journals, groups, disk
+
+    private func ensureTicker() {
+        guard ticker == nil, !isShutDown else { return }
+        let interval = configuration.progressInterval
+        ticker = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: min(interval, self?.configuration.storeInterval ?? interval))
+                guard let self, await self.tick() else { return }
             }
-            return
         }
-        if let error {
-            task.lastError = error
-            hub.emit(.taskError(id, error, willRetry: false))
-            transition(task, to: error.isPermanent ? .invalid : .failed)
+    }
+
+    private var lastProgressEmit = ContinuousClock.now
+
+    /// Samples speeds, emits progress and group changes, commits journals, writes the store.
+    /// Returns whether to go on.
+    private func tick() async -> Bool {
+        let now = ContinuousClock.now
+        let emitProgress = now - lastProgressEmit >= configuration.progressInterval
+        if emitProgress { lastProgressEmit = now }
+        var written: Int64 = 0
+        var journals: [TaskJournal] = []
+        for id in scheduler.running {
+            guard let task = tasks[id], let progress = task.progress else { continue }
+            let snapshot = progress.snapshot
+            written += max(0, snapshot.bytes - task.lastSampledBytes)
+            task.lastSampledBytes = snapshot.bytes
+            if let journal = task.journal, journal.isDirty { journals.append(journal) }
+            guard emitProgress else { continue }
+            task.speed.sample(bytes: snapshot.bytes, at: now)
+            guard snapshot.bytes != task.lastReportedBytes, hub.hasSubscribers else { continue }
+            task.lastReportedBytes = snapshot.bytes
+            hub.emit(.taskProgress(info(task)))
+            if let key = task.groupKey { dirtyGroups.insert(key) }
+        }
+        for key in dirtyGroups.sorted() {
+            if let group = groupInfo(key) { hub.emit(.groupUpdated(group)) } else { hub.emit(.groupRemoved(key: key)) }
+        }
+        dirtyGroups.removeAll()
+        if !journals.isEmpty {
+            let dirty = journals
+            executor.submit { for journal in dirty { journal.commit() } }
+        }
+        bytesSinceDiskCheck += written
+        if let lastFreeBytes, let policy = configuration.diskSpace, bytesSinceDiskCheck * 2 >= lastFreeBytes - policy.stopBytes {
+            // Writing fast towards the limit: look again now, not at the next interval.
+            await checkDiskSpaceNow()
+        }
+        await writeUnsaved()
+        if scheduler.running.isEmpty, unsaved.isEmpty, dirtyGroups.isEmpty {
+            ticker = nil
+            return false
+        }
+        return true
+    }
+
+    private func save(_ change: StoreChange) {
+        let id = change.taskID
+        if let existing = unsaved[id] {
+            unsaved[id] = existing.merged(with: change)
         } else {
-            task.lastReportedBytes = task.counter.bytes
-            transition(task, to: .completed)
+            unsaved[id] = change
+            unsavedOrder.append(id)
         }
-        schedule()
+        ensureTicker()
     }
 
-    /// Every mirror of a segment (or the manifest) was unreachable: wait for the network.
-    func runnerLostNetwork(_ id: DownloadTaskID, generation: Int, _ error: DownloadError) {
-        guard let task = tasks[id], task.generation == generation, task.state.isRunning else { return }
-        running.remove(id)
-        task.speed.reset()
-        task.lastError = error
-        task.probeURL = error.url.flatMap(URL.init(string:))
-        hub.emit(.taskError(id, error, willRetry: true))
-        transition(task, to: .interrupted(.network))
-        task.networkWaits += 1
-        if let limit = configuration.maxNetworkWait {
-            let wait = task.networkWaits
-            Task { [weak self] in
-                try? await Task.sleep(for: limit)
-                await self?.networkWaitExpired(id, wait: wait, after: limit)
+    /// Writes every change not in the store yet, in one batch, after the batches before it;
+    /// returns when it is written. A write is never cancelled half-way (whoever waits for it
+    /// may be): batches are chained in a task of their own.
+    private func writeUnsaved() async {
+        if !unsaved.isEmpty {
+            let batch = unsavedOrder.compactMap { unsaved[$0] }
+            unsaved.removeAll(keepingCapacity: true)
+            unsavedOrder.removeAll(keepingCapacity: true)
+            let previous = lastStoreWrite, store = self.store, hub = self.hub, logger = configuration.logger
+            lastStoreWrite = Task {
+                await previous?.value
+                do {
+                    try await store.apply(batch)
+                } catch {
+                    let failure = error as? DownloadError ?? DownloadError(.storeFailure, "\(error)")
+                    logger.error("store write failed: \(failure)")
+                    hub.emit(notice: DownloadNotice(kind: .storeFailure, message: "the store could not be written: \(failure.message)"))
+                }
             }
         }
-        startProber()
-        schedule()
+        await lastStoreWrite?.value
     }
 
-    /// ``Configuration/maxNetworkWait`` ran out: a task still waiting since then fails.
-    private func networkWaitExpired(_ id: DownloadTaskID, wait: Int, after limit: Duration) {
-        guard let task = tasks[id], task.networkWaits == wait, task.state == .interrupted(.network) else { return }
-        let last = task.lastError ?? DownloadError(.networkUnreachable, "the host could not be reached")
-        var error = last
-        error.message = "\(last.message) (gave up after waiting \(limit) for the host)"
-        task.lastError = error
-        hub.emit(.taskError(id, error, willRetry: false))
-        transition(task, to: .failed)
-        schedule()
-    }
+    // MARK: - Environment
 
-    // MARK: - Disk space
-
-    private func startWatchers() {
-        guard !watchersStarted else { return }
-        watchersStarted = true
+    private func startOnce() {
+        guard !started else { return }
+        started = true
+        let stream = inboxStream
+        own { [weak self] in
+            for await ticket in stream {
+                guard let self else { return }
+                await self.drain(ticket)
+            }
+        }
         if let policy = configuration.diskSpace {
             let interval = policy.checkInterval
-            watchers.append(Task { [weak self] in
+            own { [weak self] in
                 while !Task.isCancelled {
                     guard let self else { return }
-                    await self.checkDiskSpace()
+                    await self.checkDiskSpaceNow()
                     try? await Task.sleep(for: interval)
                 }
-            })
+            }
         }
         if let monitor = configuration.networkMonitor {
             let updates = monitor.statusUpdates()
-            watchers.append(Task { [weak self] in
+            own { [weak self] in
                 for await status in updates {
                     guard let self else { return }
                     await self.networkChanged(status)
                 }
-            })
+            }
         }
     }
 
     /// Checks free space now: warns when low, interrupts running tasks when critical, resumes
     /// the ones it interrupted when space is back above the warning threshold.
-    public func checkDiskSpace() {
+    public func checkDiskSpace() async {
+        await checkDiskSpaceNow()
+    }
+
+    private func checkDiskSpaceNow() async {
         guard let diskGate else { return }
-        let (level, free) = diskGate.level(after: diskLevel)
-        guard level != diskLevel else { return }
-        let previous = diskLevel
+        let previous = scheduler.disk
+        let (level, free) = await executor.run { diskGate.level(after: previous) }
+        lastFreeBytes = free
+        bytesSinceDiskCheck = 0
+        diskGate.noteLevel(level)
+        guard level != scheduler.disk else { return }
+        if level != .critical { diskGate.clearFull() }
         let freeText = free.map { "\($0 / 1_000_000) MB free" } ?? "free space unknown"
-        switch level {
-        case .critical:
-            enterCriticalDiskLevel(free: free, message: freeText)
-        case .low:
-            diskLevel = .low
-            if previous == .critical { leaveCriticalDiskLevel(freeText) }
-            hub.emit(.notice(DownloadNotice(kind: .diskSpaceLow, message: "disk space is low: \(freeText)")))
-        case .ample:
-            diskLevel = .ample
-            if previous == .critical { leaveCriticalDiskLevel(freeText) }
-        }
+        apply(scheduler.handle(.diskLevel(level, free: freeText)))
     }
-
-    private func enterCriticalDiskLevel(free: Int64?, message: String) {
-        diskLevel = .critical
-        hub.emit(.notice(DownloadNotice(kind: .diskSpaceCritical, message: "downloads stop for lack of disk space: \(message)")))
-        for id in running {
-            guard let task = tasks[id] else { continue }
-            halt(task)
-            transition(task, to: .interrupted(.diskSpace))
-        }
-    }
-
-    private func leaveCriticalDiskLevel(_ freeText: String) {
-        diskGate?.clearFull()
-        hub.emit(.notice(DownloadNotice(kind: .diskSpaceRecovered, message: "downloads resume: \(freeText)")))
-        resumeInterrupted(.diskSpace)
-    }
-
-    /// Queues the tasks interrupted for `reason` (and only those).
-    private func resumeInterrupted(_ reason: DownloadTaskState.InterruptionReason, host: String? = nil) {
-        for task in liveTasks where task.state == .interrupted(reason) {
-            if let host, task.probeURL?.host != host { continue }
-            enqueue(task, jumpAhead: false)
-        }
-        schedule()
-    }
-
-    // MARK: - Network
 
     private func networkChanged(_ status: NetworkStatus) {
-        let previous = networkStatus
-        networkStatus = status
-        if previous.isOnline, !status.isOnline {
-            hub.emit(.notice(DownloadNotice(kind: .networkLost, message: "the network is gone; waiting for it")))
-        } else if !previous.isOnline, status.isOnline {
-            hub.emit(.notice(DownloadNotice(kind: .networkRestored, message: "the network is back (\(status))")))
-        }
-        if status.isOnline {
-            resumeInterrupted(.network)
-            if !status.isMetered || configuration.allowsMeteredNetwork { resumeInterrupted(.meteredNetwork) }
-        }
+        apply(scheduler.handle(.network(status)))
+    }
+
+    private func networkWaitExpired(_ id: DownloadTaskID, wait: Int, after limit: Duration) {
+        guard let task = tasks[id], scheduler.entry(id)?.networkWaits == wait, state(of: task) == .interrupted(.network)
+        else { return }
+        let last = task.lastError ?? DownloadError(.networkUnreachable, "the host could not be reached")
+        var error = last
+        error.message = "\(last.message) (gave up after waiting \(limit) for the host)"
+        task.lastError = error
+        hub.emit(.taskError(id, error, willRetry: false))
+        apply(scheduler.handle(.networkWaitExpired(id, wait: wait)))
     }
 
     /// While tasks wait for the network, probes their hosts with backoff (a monitor may not
     /// see a server's own network coming back); a host that answers anything resumes its tasks.
     private func startProber() {
-        guard prober == nil else { return }
+        guard prober == nil, !isShutDown else { return }
         let backoff = configuration.networkProbeBackoff
         prober = Task { [weak self] in
             var delay = backoff.initial
             while !Task.isCancelled {
                 try? await Task.sleep(for: delay)
-                guard let self, let targets = await self.probeTargets() else { return }
+                guard let self, let hosts = await self.hostsToProbe() else { return }
                 var reached = false
-                for url in targets where await self.probe(url) {
-                    await self.hostReachable(url.host ?? "")
+                for host in hosts where await self.probe(host) {
+                    await self.hostReachable(host)
                     reached = true
                 }
                 delay = reached ? backoff.initial : min(delay * 2, backoff.maximum)
@@ -779,20 +789,17 @@ public actor DownloadTaskManager {
         }
     }
 
-    /// The URLs to probe; `nil` ends the prober (no task waits any more).
-    private func probeTargets() -> [URL]? {
-        let waiting = liveTasks.filter { $0.state == .interrupted(.network) }
-        guard !waiting.isEmpty else {
+    /// The hosts to probe; `nil` ends the prober (no task waits any more).
+    private func hostsToProbe() -> [String]? {
+        guard scheduler.anyWaitsForNetwork, !isShutDown else {
             prober = nil
             return nil
         }
-        // While the monitor says offline, there is nothing to probe.
-        guard networkStatus.isOnline else { return [] }
-        var seen = Set<String>()
-        return waiting.compactMap(\.probeURL).filter { seen.insert("\($0.host ?? ""):\($0.port ?? 0)").inserted }
+        return scheduler.network.isOnline ? scheduler.hostsToProbe : []
     }
 
-    private nonisolated func probe(_ url: URL) async -> Bool {
+    private nonisolated func probe(_ host: String) async -> Bool {
+        guard let url = URL(string: "http://\(host)/") else { return false }
         let request = TransferRequest(url: url, method: .head, destination: .discard, timeout: .seconds(10))
         do {
             _ = try await engine.transfer(request)
@@ -806,7 +813,20 @@ public actor DownloadTaskManager {
     }
 
     private func hostReachable(_ host: String) {
-        resumeInterrupted(.network, host: host)
+        apply(scheduler.handle(.hostReachable(host)))
+    }
+
+    /// Runs `body` as a task the manager owns (``shutdown()`` cancels and awaits it).
+    private func own(_ body: @escaping @Sendable () async -> Void) {
+        let key = UUID()
+        owned[key] = Task { [weak self] in
+            await body()
+            await self?.disown(key)
+        }
+    }
+
+    private func disown(_ key: UUID) {
+        owned[key] = nil
     }
 
     // MARK: - Restore
@@ -822,10 +842,10 @@ public actor DownloadTaskManager {
 
     /// Loads every task of the store and picks up where the last process left off: tasks that
     /// were waiting, resolving, downloading or interrupted are queued again and continue from
-    /// their partial files (or, with `resuming` false, wait paused for a command, as a command
-    /// line that runs only what it is asked for wants); paused, completed, failed and invalid
-    /// tasks stay so. Entities are rebuilt through the registry. Call it once, before other
-    /// operations.
+    /// what their journals say is on disk (or, with `resuming` false, wait paused for a command,
+    /// as a command line that runs only what it is asked for wants); paused, completed, failed
+    /// and invalid tasks stay so. Entities are rebuilt through the registry. Call it once,
+    /// before other operations.
     @discardableResult
     public func restore(resuming: Bool = true) async throws(DownloadError) -> RestoreReport {
         let stored: [StoredTask]
@@ -836,7 +856,7 @@ public actor DownloadTaskManager {
         } catch {
             throw DownloadError(.storeFailure, "the store could not be read: \(error)")
         }
-        startWatchers()
+        startOnce()
         var skipped: [(DownloadTaskID, DownloadError)] = []
         var resumable: [ManagedTask] = []
         for item in stored {
@@ -849,253 +869,124 @@ public actor DownloadTaskManager {
                 skipped.append((id, error))
                 continue
             }
-            let task = ManagedTask(entity: entity, mode: item.task.mode, sequence: item.task.sequence)
-            task.weight = item.task.weight
+            let task = ManagedTask(entity: entity, mode: item.task.mode, sequence: item.task.sequence, addedAt: item.task.addedAt)
             task.resolveCount = item.task.resolveCount
             task.lastError = item.task.lastError.map(DownloadError.init(stored:))
-            task.manifest = item.task.manifest
             task.manifestRevision = item.task.manifestRevision
-            for progress in item.segments {
-                task.segments[SegmentKey(output: progress.outputIndex, segment: progress.segmentIndex)] = progress
-            }
-            if task.manifest != nil {
-                let plan = task.plan()
-                task.counter.reset(doneBytes: plan.doneBytes, doneSegments: plan.doneSegments)
-            }
-            switch item.task.state {
+            if let manifest = item.task.manifest { task.setManifest(manifest, layout: layout) }
+            task.summary.bytes = item.task.bytesDone
+            task.summary.doneSegments = item.task.segmentsDone
+            var state = item.task.state
+            switch state {
             case .waiting, .resolving, .downloading, .interrupted:
-                if resuming {
-                    resumable.append(task)
-                } else {
-                    task.machine = DownloadTaskStateMachine(.paused)
-                }
+                if resuming { resumable.append(task) }
+                state = .paused
+            case .removed:
+                state = .paused
             case .completed:
-                task.machine = DownloadTaskStateMachine(.completed)
-                task.completedOutputs = Set(task.workingOutputs.map(\.index))
-            case .idle, .paused, .failed, .invalid, .removed:
-                task.machine = DownloadTaskStateMachine(item.task.state == .removed ? .paused : item.task.state)
+                task.completed = true
+            case .idle, .paused, .failed, .invalid:
+                break
             }
             nextSequence = max(nextSequence, task.sequence)
-            topWeight = max(topWeight, task.weight)
             tasks[id] = task
             addedOrder.append(task)
             joinGroup(task)
             if let manifest = task.manifest { claim(manifest, for: task) }
+            apply(scheduler.handle(.restored(id, sequence: task.sequence, weight: item.task.weight, state: state)))
             if hub.hasSubscribers { hub.emit(.taskAdded(info(task))) }
         }
         addedOrder.sort { $0.sequence < $1.sequence }
-        for task in resumable { enqueue(task, jumpAhead: false) }
-        schedule()
-        return RestoreReport(restored: liveTasks.map(info), skipped: skipped)
+        _ = scheduler.beginCommand()
+        for task in resumable { apply(scheduler.handle(.resume(task.id))) }
+        apply(scheduler.handle(.schedule))
+        return RestoreReport(restored: liveTasks.map { info($0) }, skipped: skipped)
     }
-
 }
 
 // MARK: - Internal types
 
-/// A task as the manager holds it; touched only on the manager's actor.
+/// A task as the manager holds it; touched only on the manager's actor. Its state is the
+/// scheduler's; its bytes are its run's ``TaskProgress``.
 final class ManagedTask {
     let entity: DownloadBaseEntity
     let id: DownloadTaskID
     let sequence: Int
-    let addedAt = Date()
-    var machine = DownloadTaskStateMachine()
-    var weight = 0
-    var queueVersion = 0
-    var generation = 0
+    let addedAt: Date
+    var mode: DownloadTaskMode
     var resolveCount = 0
     var lastError: DownloadError?
-    var manifest: DownloadManifest? {
-        didSet {
-            manifestRevision += 1
-            summarize()
-        }
-    }
+    private(set) var manifest: DownloadManifest?
     /// Increases with every manifest; restored from the store so revisions never repeat.
     var manifestRevision = 0
-    var segments: [SegmentKey: SegmentProgress] = [:]
-    var completedOutputs: Set<Int> = []
-    let counter = ProgressCounter()
+    /// The progress of the current (or last) run.
+    var progress: TaskProgress?
+    /// What the store had, before any run.
+    var summary = TaskProgress.Snapshot(bytes: 0, doneSegments: 0, segmentCount: 0, knownBytes: 0, unknownSizes: 0)
+    var completed = false
     var speed = SpeedMeter()
     var lastReportedBytes: Int64 = -1
-    var runner: Task<Void, Never>?
+    var lastSampledBytes: Int64 = 0
+    var run: RunHandle?
     var isRemoved = false
-    /// For a task waiting for the network: a URL whose host the prober tries.
-    var probeURL: URL?
-    /// How many times the task went to `interrupted(network)`: tells a wait's deadline whether
-    /// it is still the same wait.
-    var networkWaits = 0
-    /// The last command that changed the task (see `commandEpoch`).
-    var touchedAt = 0
+    private var outputs: [(name: String, path: String, expectedSize: Int64?)] = []
 
-    init(entity: DownloadBaseEntity, mode: DownloadTaskMode, sequence: Int) {
+    init(entity: DownloadBaseEntity, mode: DownloadTaskMode, sequence: Int, addedAt: Date = Date()) {
         self.entity = entity
         self.id = entity.taskID
         self.mode = mode
         self.sequence = sequence
+        self.addedAt = addedAt
     }
 
-    var mode: DownloadTaskMode { didSet { summarize() } }
-    /// The outputs this task fetches: the selected ones, or all of them in cache-only mode.
-    private(set) var workingOutputs: [(index: Int, output: DownloadOutput)] = []
-    private(set) var segmentCount = 0
-    private var knownBytes: Int64 = 0
-    private(set) var unknownSizes = 0
-
-    /// Recomputes what snapshots need from the manifest, once per manifest or mode change.
-    private func summarize() {
-        workingOutputs = (manifest?.outputs ?? []).enumerated().filter { mode == .cacheOnly || $0.element.isSelected }
-            .map { ($0.offset, $0.element) }
-        segmentCount = 0
-        knownBytes = 0
-        unknownSizes = 0
-        for (_, output) in workingOutputs {
-            segmentCount += output.segments.count
-            for segment in output.segments {
-                if let size = segment.knownSize { knownBytes += size } else { unknownSizes += 1 }
-            }
-        }
-    }
-
-    var state: DownloadTaskState { machine.state }
     var groupKey: String? { entity.aggregationKey }
 
-    var record: TaskRecord {
-        TaskRecord(
-            id: id, state: state, mode: mode, weight: weight, sequence: sequence, resolveCount: resolveCount,
-            lastError: lastError.map(StoredError.init), manifest: manifest, manifestRevision: manifestRevision,
-            addedAt: addedAt)
-    }
+    /// The journal of the current run, once its outputs are prepared.
+    var journal: TaskJournal? { run?.shared.journal }
 
-    /// The total size of the working outputs; an estimate from the finished segments when
-    /// some sizes are unknown.
-    var totalBytes: Int64? {
-        guard manifest != nil else { return nil }
-        if unknownSizes == 0 { return knownBytes }
-        // Too few finished segments (the first are often small initialization segments) make
-        // a poor guess: none until a tenth, and at least three, are done.
-        let done = counter.doneSegments
-        guard done >= 3, done * 10 >= segmentCount else { return nil }
-        return max(counter.bytes, knownBytes + counter.bytes / Int64(done) * Int64(unknownSizes))
-    }
-
-    /// The segments still to fetch, with their checkpoints.
-    func plan() -> RunPlan {
-        var pending: [PlannedSegment] = []
-        var doneBytes: Int64 = 0
-        var doneSegments = 0
-        for (outputIndex, output) in workingOutputs {
-            for (segmentIndex, segment) in output.segments.enumerated() {
-                let key = SegmentKey(output: outputIndex, segment: segmentIndex)
-                let progress = segments[key]
-                if let progress, progress.isDone {
-                    doneBytes += progress.bytesWritten
-                    doneSegments += 1
-                    continue
-                }
-                pending.append(PlannedSegment(
-                    key: key, output: output, segment: segment,
-                    location: SegmentLocation(outputIndex: outputIndex, segmentIndex: segmentIndex, outputName: output.name, segment: segment),
-                    checkpoint: progress?.checkpoint))
+    /// Keeps a manifest and what snapshots need of it.
+    func setManifest(_ manifest: DownloadManifest, layout: FileLayout) {
+        if self.manifest != manifest { manifestRevision += 1 }
+        self.manifest = manifest
+        outputs = manifest.outputs.filter { mode == .cacheOnly || $0.isSelected }.map { output in
+            (output.name, layout.outputPath(entity: entity, output: output), output.knownSize)
+        }
+        var segments = 0, unknown = 0
+        var known: Int64 = 0
+        for output in manifest.outputs where mode == .cacheOnly || output.isSelected {
+            segments += output.segments.count
+            for segment in output.segments {
+                if let size = segment.knownSize, segment.encryption == nil { known &+= size } else { unknown += 1 }
             }
         }
-        return RunPlan(manifest: manifest!, pending: pending, doneBytes: doneBytes, doneSegments: doneSegments,
-                       outputs: workingOutputs.map(\.index))
+        summary.segmentCount = segments
+        summary.knownBytes = known
+        summary.unknownSizes = unknown
+    }
+
+    func outputInfos(complete: Bool) -> [DownloadTaskInfo.OutputInfo] {
+        outputs.map { DownloadTaskInfo.OutputInfo(name: $0.name, path: $0.path, expectedSize: $0.expectedSize, isComplete: complete) }
     }
 }
 
-/// Where a runner starts.
+/// A running task's run, as the manager reaches it.
+struct RunHandle {
+    let ticket: RunTicket
+    let mailbox: RunMailbox
+    let shared: RunShared
+    let events: AsyncStream<RunEvent>.Continuation
+    let task: Task<Void, Never>
+}
+
+/// Where a run starts.
 struct RunStart: Sendable {
     var manifest: DownloadManifest?
     var resolveCount: Int
 }
 
-/// What a runner has to do.
-struct RunPlan: Sendable {
-    var manifest: DownloadManifest
-    var pending: [PlannedSegment]
-    var doneBytes: Int64
-    var doneSegments: Int
-    /// The outputs to produce (or fill the cache for), by index.
-    var outputs: [Int]
-}
-
-/// One segment to fetch.
-struct PlannedSegment: Sendable {
-    var key: SegmentKey
-    var output: DownloadOutput
-    var segment: DownloadSegment
-    var location: SegmentLocation
-    var checkpoint: TransferCheckpoint?
-}
-
 struct GroupEntry {
     var group: DownloadTaskGroup
     var children: Set<DownloadTaskID> = []
-}
-
-struct QueueEntry: Comparable {
-    var weight: Int
-    var sequence: Int
-    var id: DownloadTaskID
-    var version: Int
-
-    /// Higher weight first; among equals, the earlier added.
-    static func < (lhs: QueueEntry, rhs: QueueEntry) -> Bool {
-        lhs.weight != rhs.weight ? lhs.weight < rhs.weight : lhs.sequence > rhs.sequence
-    }
-}
-
-/// A binary max-heap.
-struct PriorityQueue<Element: Comparable> {
-    private var heap: [Element] = []
-
-    var isEmpty: Bool { heap.isEmpty }
-    var count: Int { heap.count }
-
-    mutating func push(_ element: Element) {
-        heap.append(element)
-        var child = heap.count - 1
-        while child > 0 {
-            let parent = (child - 1) / 2
-            guard heap[parent] < heap[child] else { break }
-            heap.swapAt(parent, child)
-            child = parent
-        }
-    }
-
-    mutating func pop() -> Element? {
-        guard !heap.isEmpty else { return nil }
-        heap.swapAt(0, heap.count - 1)
-        let top = heap.removeLast()
-        var parent = 0
-        while true {
-            let left = 2 * parent + 1, right = left + 1
-            var largest = parent
-            if left < heap.count, heap[largest] < heap[left] { largest = left }
-            if right < heap.count, heap[largest] < heap[right] { largest = right }
-            guard largest != parent else { break }
-            heap.swapAt(parent, largest)
-            parent = largest
-        }
-        return top
-    }
-}
-
-extension DownloadError {
-    /// Whether the failure means the task cannot succeed as it is (→ `invalid`) rather than
-    /// that it ran out of attempts (→ `failed`).
-    var isPermanent: Bool {
-        switch code {
-        case .manifestInvalid, .manifestTooLarge, .unsafeInput, .unsafePath, .checksumMismatch, .unsupportedScheme,
-            .invalidRequest, .noMatchingEntity, .unsupportedContent:
-            return true
-        case .httpStatus:
-            return [404, 410].contains(httpStatus ?? 0)
-        default:
-            return false
-        }
-    }
 }
 
 extension DownloadManifest {

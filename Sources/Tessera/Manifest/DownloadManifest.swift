@@ -91,12 +91,18 @@ public struct DownloadOutput: Sendable, Codable, Hashable {
     public var isSelected: Bool
     /// What the output is, for display and selection.
     public var media: MediaInfo?
+    /// Whether ``name`` is only a first guess that the first response may replace: its
+    /// `Content-Disposition` file name, or the last component of the URL it was redirected to,
+    /// as wget and aria2c name plain downloads. Until then the bytes go to a partial file in the
+    /// manager's work directory.
+    public var isNamedByResponse: Bool
 
     /// Creates an output.
     public init(
         name: String, assembly: Assembly = .concatenated, segments: [DownloadSegment], expectedSize: Int64? = nil,
-        checksum: Checksum? = nil, isSelected: Bool = true, media: MediaInfo? = nil
+        checksum: Checksum? = nil, isSelected: Bool = true, media: MediaInfo? = nil, isNamedByResponse: Bool = false
     ) {
+        self.isNamedByResponse = isNamedByResponse
         self.name = name
         self.assembly = assembly
         self.segments = segments
@@ -116,6 +122,22 @@ public struct DownloadOutput: Sendable, Codable, Hashable {
             total += size
         }
         return total
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case name, assembly, segments, expectedSize, checksum, isSelected, media, isNamedByResponse
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        name = try container.decode(String.self, forKey: .name)
+        assembly = try container.decode(Assembly.self, forKey: .assembly)
+        segments = try container.decode([DownloadSegment].self, forKey: .segments)
+        expectedSize = try container.decodeIfPresent(Int64.self, forKey: .expectedSize)
+        checksum = try container.decodeIfPresent(Checksum.self, forKey: .checksum)
+        isSelected = try container.decode(Bool.self, forKey: .isSelected)
+        media = try container.decodeIfPresent(MediaInfo.self, forKey: .media)
+        isNamedByResponse = try container.decodeIfPresent(Bool.self, forKey: .isNamedByResponse) ?? false
     }
 
     func validate() throws(DownloadError) {

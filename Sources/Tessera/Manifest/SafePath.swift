@@ -56,35 +56,3 @@ public enum SafePath {
 
     static func printable(_ text: String) -> String { UntrustedText.printable(text, marksCut: false) }
 }
-
-/// Checks for URLs that come from manifests, before they reach the engine.
-public enum URLSafety {
-    /// Throws ``DownloadError/Code/unsafeInput`` for anything but an absolute `http` or `https`
-    /// URL with a host and without white space or control characters.
-    public static func check(_ url: URL, context: String = "a URL") throws(DownloadError) {
-        let text = url.absoluteString
-        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-            throw DownloadError(.unsafeInput, "\(context) uses a scheme other than http or https: \(SafePath.printable(text))")
-        }
-        guard let host = url.host, !host.isEmpty else {
-            throw DownloadError(.unsafeInput, "\(context) has no host: \(SafePath.printable(text))")
-        }
-        if text.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) {
-            throw DownloadError(.unsafeInput, "\(context) contains white space or a control character")
-        }
-    }
-
-    /// Resolves `reference` (absolute, or relative as in an HTML/MPD/M3U8 document) against
-    /// `base` and checks the result.
-    public static func resolve(_ reference: String, against base: URL?, context: String = "a URL") throws(DownloadError) -> URL {
-        let trimmed = reference.trimmingCharacters(in: .whitespacesAndNewlines)
-        if trimmed.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) {
-            throw DownloadError(.unsafeInput, "\(context) contains a control character")
-        }
-        guard !trimmed.isEmpty, let url = URL(string: trimmed, relativeTo: base)?.absoluteURL else {
-            throw DownloadError(.manifestInvalid, "\(context) is not a URL: \"\(SafePath.printable(trimmed))\"")
-        }
-        try check(url, context: context)
-        return url
-    }
-}

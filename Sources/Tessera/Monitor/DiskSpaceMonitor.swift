@@ -73,6 +73,7 @@ final class DiskGate: Sendable {
     let policy: DiskSpacePolicy
     let paths: [String]
     private let forcedCritical = Atomic(false)
+    private let critical = Atomic(false)
 
     init(policy: DiskSpacePolicy, paths: [String]) {
         self.policy = policy
@@ -99,16 +100,21 @@ final class DiskGate: Sendable {
     /// A write failed with `ENOSPC`: critical until a check finds space again.
     func markFull() { forcedCritical.store(true, ordering: .relaxed) }
 
+    /// The level the manager's last check found (runs consult it before each segment).
+    func noteLevel(_ level: DiskSpaceLevel) { critical.store(level == .critical, ordering: .relaxed) }
+
     /// Free space came back.
     func clearFull() { forcedCritical.store(false, ordering: .relaxed) }
 
-    /// The error a runner stops with when there is no room for another segment.
+    /// The error a run stops with when there is no room for another segment: from the last
+    /// check (no system call here; the manager checks often enough, sooner as writes approach
+    /// the limit, and a full disk shows at the first write).
     func refusal() -> DownloadError? {
         if forcedCritical.load(ordering: .relaxed) {
             return DownloadError(.diskFull, "the disk is full; waiting for free space")
         }
-        guard let free = freeBytes(), free < policy.stopBytes else { return nil }
+        guard critical.load(ordering: .relaxed) else { return nil }
         return DownloadError(
-            .diskFull, "only \(free / 1_000_000) MB are free, below the \(policy.stopBytes / 1_000_000) MB limit; waiting for free space")
+            .diskFull, "free space is below the \(policy.stopBytes / 1_000_000) MB limit; waiting for free space")
     }
 }

@@ -1,50 +1,70 @@
 import Foundation
 
-/// Where a manager keeps what must survive a restart: entities, tasks, groups' membership and
-/// per-segment progress (aria2's idea: a finished segment is never fetched again).
+/// Where a manager keeps what must survive a restart: entities, tasks and their states,
+/// manifests, and a summary of each task's progress. What is on disk byte by byte is not here:
+/// each task's ``TaskJournal`` beside its files keeps that, written as the bytes are (aria2's
+/// control file), so the store is written once per tick, not once per segment.
 ///
 /// Every implementation must satisfy these rules, which the shared conformance tests check
 /// (`Tests/TesseraTests/Store/DownloadStoreConformanceTests.swift`):
-/// - Writes are applied in the order they are made, and a read sees every earlier write.
-/// - ``insert(_:)`` of a known task ID replaces the entity and task records but keeps its
-///   segment progress (the ``StoredTask/segments`` given are recorded over it);
-///   ``remove(_:)`` forgets the task and its progress. The entity's ``EntityRecord/taskID``
-///   must be the task's ID.
-/// - A caller that changes a task's manifest increases ``TaskRecord/manifestRevision``.
-/// - ``saveSegments(_:)`` replaces the progress of the given segments only.
-/// - ``resetSegments(of:)`` forgets the progress of every segment of a task.
+/// - ``apply(_:)`` applies its changes in order, all or none; a read sees every earlier write.
+/// - ``StoreChange/insert(_:)`` of a known task ID replaces the entity and task records, keeping
+///   the task's place in the insertion order; ``StoreChange/remove(_:)`` forgets the task. The
+///   entity's ``EntityRecord/taskID`` must be the task's ID.
+/// - ``StoreChange/update(_:)`` of an unknown task is ignored.
+/// - A caller that changes a task's manifest increases ``TaskRecord/manifestRevision``; a store
+///   may skip writing an unchanged manifest.
 /// - Failures throw ``DownloadError`` with ``DownloadError/Code/storeFailure`` and a message
 ///   a person can act on; a store never deletes downloaded files.
 public protocol DownloadStore: Sendable {
-    /// Every stored task, with its entity and segment progress, in insertion order.
+    /// Every stored task, with its entity, in insertion order.
     func loadAll() async throws -> [StoredTask]
-    /// Records a new task or replaces a known one (entity and task records).
-    func insert(_ task: StoredTask) async throws
-    /// Replaces a task's record (state, weight, attempts, error, and the manifest when its
-    /// revision changed).
-    func update(_ task: TaskRecord) async throws
-    /// Records segment progress.
-    func saveSegments(_ progress: [SegmentProgress]) async throws
-    /// Forgets a task's segment progress (its content changed).
-    func resetSegments(of id: DownloadTaskID) async throws
-    /// Forgets a task.
-    func remove(_ id: DownloadTaskID) async throws
+    /// Applies `changes` in order, as one transaction.
+    func apply(_ changes: [StoreChange]) async throws
 }
 
-/// A task as stored: its entity, its record and its segments' progress.
+/// One change to a ``DownloadStore``.
+public enum StoreChange: Sendable, Equatable {
+    /// Records a new task or replaces a known one (entity and task records).
+    case insert(StoredTask)
+    /// Replaces a known task's record (state, weight, attempts, error, progress summary, and
+    /// the manifest when its revision changed); ignored for an unknown task.
+    case update(TaskRecord)
+    /// Forgets a task.
+    case remove(DownloadTaskID)
+
+    /// The task the change is about.
+    public var taskID: DownloadTaskID {
+        switch self {
+        case .insert(let task): task.task.id
+        case .update(let record): record.id
+        case .remove(let id): id
+        }
+    }
+
+    /// One change with the effect of `self` then `next` (both about the same task).
+    public func merged(with next: StoreChange) -> StoreChange {
+        switch (self, next) {
+        case (.insert(var task), .update(let record)):
+            task.task = record
+            return .insert(task)
+        case (_, .remove), (_, .insert), (.update, .update), (.remove, .update):
+            return next
+        }
+    }
+}
+
+/// A task as stored: its entity and its record.
 public struct StoredTask: Sendable, Codable, Equatable {
     /// The entity.
     public var entity: EntityRecord
     /// The task.
     public var task: TaskRecord
-    /// Progress of the segments that have any.
-    public var segments: [SegmentProgress]
 
     /// Creates a stored task.
-    public init(entity: EntityRecord, task: TaskRecord, segments: [SegmentProgress] = []) {
+    public init(entity: EntityRecord, task: TaskRecord) {
         self.entity = entity
         self.task = task
-        self.segments = segments
     }
 }
 
@@ -71,13 +91,19 @@ public struct TaskRecord: Sendable, Codable, Equatable {
     public var manifestRevision: Int
     /// When the task was added.
     public var addedAt: Date
+    /// Bytes done when written (for showing a task that is not running).
+    public var bytesDone: Int64
+    /// Segments done when written.
+    public var segmentsDone: Int
 
     /// Creates a record.
     public init(
         id: DownloadTaskID, state: DownloadTaskState, mode: DownloadTaskMode, weight: Int, sequence: Int,
         resolveCount: Int = 0, lastError: StoredError? = nil, manifest: DownloadManifest? = nil, manifestRevision: Int = 0,
-        addedAt: Date = Date()
+        addedAt: Date = Date(), bytesDone: Int64 = 0, segmentsDone: Int = 0
     ) {
+        self.bytesDone = bytesDone
+        self.segmentsDone = segmentsDone
         self.id = id
         self.state = state
         self.mode = mode
@@ -108,43 +134,6 @@ public struct StoredError: Sendable, Codable, Equatable {
         message = error.message
         url = error.url
         httpStatus = error.httpStatus
-    }
-}
-
-/// How far one segment has come.
-public struct SegmentProgress: Sendable, Codable, Hashable {
-    /// The task.
-    public var taskID: DownloadTaskID
-    /// The output's index in the manifest.
-    public var outputIndex: Int
-    /// The segment's index in its output.
-    public var segmentIndex: Int
-    /// Whether the segment is complete and verified.
-    public var isDone: Bool
-    /// Bytes on disk (all of them when done).
-    public var bytesWritten: Int64
-    /// The validator those bytes belong to.
-    public var validator: ResourceValidator?
-    /// The cache key the segment is filed under.
-    public var cacheKey: String?
-
-    /// Creates a progress record.
-    public init(
-        taskID: DownloadTaskID, outputIndex: Int, segmentIndex: Int, isDone: Bool, bytesWritten: Int64,
-        validator: ResourceValidator? = nil, cacheKey: String? = nil
-    ) {
-        self.taskID = taskID
-        self.outputIndex = outputIndex
-        self.segmentIndex = segmentIndex
-        self.isDone = isDone
-        self.bytesWritten = bytesWritten
-        self.validator = validator
-        self.cacheKey = cacheKey
-    }
-
-    /// The bytes on disk and their validator.
-    public var checkpoint: TransferCheckpoint {
-        TransferCheckpoint(bytesWritten: bytesWritten, validator: validator)
     }
 }
 

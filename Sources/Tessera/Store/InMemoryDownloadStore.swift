@@ -5,14 +5,7 @@ import Synchronization
 public final class InMemoryDownloadStore: DownloadStore {
     private struct State {
         var order: [DownloadTaskID] = []
-        var entities: [DownloadTaskID: EntityRecord] = [:]
-        var tasks: [DownloadTaskID: TaskRecord] = [:]
-        var segments: [DownloadTaskID: [SegmentKey: SegmentProgress]] = [:]
-    }
-
-    private struct SegmentKey: Hashable {
-        var output: Int
-        var segment: Int
+        var tasks: [DownloadTaskID: StoredTask] = [:]
     }
 
     private let state = Mutex(State())
@@ -21,56 +14,27 @@ public final class InMemoryDownloadStore: DownloadStore {
     public init() {}
 
     public func loadAll() async throws -> [StoredTask] {
-        state.withLock { state in
-            state.order.compactMap { id in
-                guard let entity = state.entities[id], let task = state.tasks[id] else { return nil }
-                let segments = (state.segments[id] ?? [:]).values.sorted {
-                    ($0.outputIndex, $0.segmentIndex) < ($1.outputIndex, $1.segmentIndex)
-                }
-                return StoredTask(entity: entity, task: task, segments: segments)
-            }
-        }
+        state.withLock { state in state.order.compactMap { state.tasks[$0] } }
     }
 
-    public func insert(_ task: StoredTask) async throws {
-        state.withLock { state in
-            let id = task.task.id
-            if state.tasks[id] == nil { state.order.append(id) }
-            state.entities[id] = task.entity
-            state.tasks[id] = task.task
-            for progress in task.segments {
-                state.segments[id, default: [:]][SegmentKey(output: progress.outputIndex, segment: progress.segmentIndex)] = progress
-            }
-        }
-    }
-
-    public func update(_ task: TaskRecord) async throws {
+    public func apply(_ changes: [StoreChange]) async throws {
         try state.withLock { state throws(DownloadError) in
-            guard state.tasks.updateValue(task, forKey: task.id) != nil else {
-                state.tasks[task.id] = nil
-                throw DownloadError(.storeFailure, "the store has no task \(task.id) to update")
+            var next = state
+            for change in changes {
+                switch change {
+                case .insert(let task):
+                    guard task.entity.taskID == task.task.id else {
+                        throw DownloadError(.storeFailure, "the task \(task.task.id) cannot be stored: its entity is \(task.entity.taskID)")
+                    }
+                    if next.tasks[task.task.id] == nil { next.order.append(task.task.id) }
+                    next.tasks[task.task.id] = task
+                case .update(let record):
+                    next.tasks[record.id]?.task = record
+                case .remove(let id):
+                    if next.tasks.removeValue(forKey: id) != nil { next.order.removeAll { $0 == id } }
+                }
             }
-        }
-    }
-
-    public func saveSegments(_ progress: [SegmentProgress]) async throws {
-        state.withLock { state in
-            for item in progress where state.tasks[item.taskID] != nil {
-                state.segments[item.taskID, default: [:]][SegmentKey(output: item.outputIndex, segment: item.segmentIndex)] = item
-            }
-        }
-    }
-
-    public func resetSegments(of id: DownloadTaskID) async throws {
-        state.withLock { _ = $0.segments.removeValue(forKey: id) }
-    }
-
-    public func remove(_ id: DownloadTaskID) async throws {
-        state.withLock { state in
-            state.entities[id] = nil
-            state.tasks[id] = nil
-            state.segments[id] = nil
-            state.order.removeAll { $0 == id }
+            state = next
         }
     }
 }

@@ -15,6 +15,10 @@ import GRDB
 //               is also the index the cascade and per-task deletes use; no other index is kept,
 //               so progress writes (the hot path) stay cheap.
 //
+// Migration "v2" drops `segments` (what is on disk is each task's journal now, beside its
+// files) and adds `bytesDone` and `segmentsDone` to `tasks`, a summary for showing tasks that
+// are not running.
+//
 // The header's `application_id` marks the file as Tessera's, so a database of another
 // application is recognised even when its tables happen to have the same names.
 
@@ -68,6 +72,14 @@ extension SQLiteDownloadStore {
                         cacheKey TEXT,
                         PRIMARY KEY (taskId, outputIndex, segmentIndex)
                     ) WITHOUT ROWID;
+                    """)
+        }
+        migrator.registerMigration("v2") { db in
+            try db.execute(
+                sql: """
+                    DROP TABLE segments;
+                    ALTER TABLE tasks ADD COLUMN bytesDone INTEGER NOT NULL DEFAULT 0;
+                    ALTER TABLE tasks ADD COLUMN segmentsDone INTEGER NOT NULL DEFAULT 0;
                     """)
         }
         return migrator

@@ -121,6 +121,9 @@ public final class SQLiteDownloadStore: DownloadStore {
         // Another process using the same file (a second `tessera`) waits instead of failing.
         configuration.busyMode = .timeout(10)
         configuration.maximumReaderCount = 4
+        // In WAL mode, NORMAL survives a killed process (only a power loss may lose the last
+        // commits) and spares an fsync per commit; the journals beside the files hold the bytes.
+        configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
             // The same checks again, now under the pool (a write-ahead log may have held more).
@@ -178,171 +181,108 @@ public final class SQLiteDownloadStore: DownloadStore {
         return result
     }
 
-    /// Records a new task, or replaces the entity and task records of a known one, keeping its
-    /// place in the insertion order and its segment progress; the task's own segments are
-    /// recorded too.
+    /// Applies `changes` in order, in one transaction: a batch of a hundred state changes costs
+    /// one commit.
     ///
-    /// - Throws: ``DownloadError/Code/storeFailure`` when the entity's identity is not the
-    ///   task's, or the write fails.
-    public func insert(_ task: StoredTask) async throws(DownloadError) {
-        let id = task.task.id
-        guard task.entity.taskID == id else {
-            throw DownloadError(
-                .storeFailure,
-                "The task \(id) cannot be stored in \(path): its entity is \(task.entity.taskID); "
-                    + "a task's identity must be its entity's (this is a bug in the caller).")
+    /// - Throws: ``DownloadError/Code/storeFailure`` when a task's entity identity is not the
+    ///   task's, or the write fails (then nothing of the batch is written).
+    public func apply(_ changes: [StoreChange]) async throws(DownloadError) {
+        guard !changes.isEmpty else { return }
+        let path = self.path
+        var encoded: [(StoreChange, lastError: String?, manifest: String?)] = []
+        for change in changes {
+            switch change {
+            case .insert(let task):
+                guard task.entity.taskID == task.task.id else {
+                    throw DownloadError(
+                        .storeFailure,
+                        "The task \(task.task.id) cannot be stored in \(path): its entity is \(task.entity.taskID); "
+                            + "a task's identity must be its entity's (this is a bug in the caller).")
+                }
+                encoded.append((
+                    change, try encodeJSON(task.task.lastError, what: "the last error of task \(task.task.id)"),
+                    try encodeJSON(task.task.manifest, what: "the manifest of task \(task.task.id)")))
+            case .update(let record):
+                encoded.append((change, try encodeJSON(record.lastError, what: "the last error of task \(record.id)"), nil))
+            case .remove:
+                encoded.append((change, nil, nil))
+            }
         }
-        let lastError = try encodeJSON(task.task.lastError, what: "the last error of task \(id)")
-        let manifest = try encodeJSON(task.task.manifest, what: "the manifest of task \(id)")
-        try await access("record the task \(id)") { [pool] in
+        let batch = encoded
+        try await access("record \(changes.count) change(s)") { [pool] in
             try await pool.write { db in
-                try db.execute(
-                    sql: """
-                        INSERT INTO tasks (
-                            entityType, entityKey, variantKey, sequence, title, aggregationKey, groupType,
-                            destinationDirectory, entityPayload, state, interruptionReason, mode, weight, resolveCount,
-                            lastError, manifest, manifestRevision, addedAt)
-                        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                        ON CONFLICT (entityType, entityKey, variantKey) DO UPDATE SET
-                            sequence = excluded.sequence, title = excluded.title,
-                            aggregationKey = excluded.aggregationKey, groupType = excluded.groupType,
-                            destinationDirectory = excluded.destinationDirectory, entityPayload = excluded.entityPayload,
-                            state = excluded.state, interruptionReason = excluded.interruptionReason,
-                            mode = excluded.mode, weight = excluded.weight, resolveCount = excluded.resolveCount,
-                            lastError = excluded.lastError, manifest = excluded.manifest,
-                            manifestRevision = excluded.manifestRevision, addedAt = excluded.addedAt
-                        """,
-                    arguments: [
-                        id.entityType, id.entityKey, id.variantKey, task.task.sequence, task.entity.title,
-                        task.entity.aggregationKey, task.entity.groupType, task.entity.destinationDirectory,
-                        task.entity.payload, task.task.state.kind.rawValue, Self.interruptionReason(task.task.state),
-                        task.task.mode.rawValue, task.task.weight, task.task.resolveCount, lastError, manifest,
-                        task.task.manifestRevision, task.task.addedAt.timeIntervalSinceReferenceDate,
-                    ])
-                guard !task.segments.isEmpty else { return }
-                guard let rowID = try Self.rowID(of: id, in: db) else { return }
-                for progress in task.segments {
-                    try Self.upsert(progress, taskRow: rowID, in: db)
+                for (change, lastError, manifest) in batch {
+                    switch change {
+                    case .insert(let task): try Self.insert(task, lastError: lastError, manifest: manifest, in: db)
+                    case .update(let record): try Self.update(record, lastError: lastError, in: db, path: path)
+                    case .remove(let id):
+                        try db.execute(
+                            sql: "DELETE FROM tasks WHERE entityType = ? AND entityKey = ? AND variantKey = ?",
+                            arguments: [id.entityType, id.entityKey, id.variantKey])
+                    }
                 }
             }
         }
+    }
+
+    private static func insert(_ task: StoredTask, lastError: String?, manifest: String?, in db: Database) throws {
+        let id = task.task.id
+        try db.execute(
+            sql: """
+                INSERT INTO tasks (
+                    entityType, entityKey, variantKey, sequence, title, aggregationKey, groupType,
+                    destinationDirectory, entityPayload, state, interruptionReason, mode, weight, resolveCount,
+                    lastError, manifest, manifestRevision, addedAt, bytesDone, segmentsDone)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                ON CONFLICT (entityType, entityKey, variantKey) DO UPDATE SET
+                    sequence = excluded.sequence, title = excluded.title,
+                    aggregationKey = excluded.aggregationKey, groupType = excluded.groupType,
+                    destinationDirectory = excluded.destinationDirectory, entityPayload = excluded.entityPayload,
+                    state = excluded.state, interruptionReason = excluded.interruptionReason,
+                    mode = excluded.mode, weight = excluded.weight, resolveCount = excluded.resolveCount,
+                    lastError = excluded.lastError, manifest = excluded.manifest,
+                    manifestRevision = excluded.manifestRevision, addedAt = excluded.addedAt,
+                    bytesDone = excluded.bytesDone, segmentsDone = excluded.segmentsDone
+                """,
+            arguments: [
+                id.entityType, id.entityKey, id.variantKey, task.task.sequence, task.entity.title,
+                task.entity.aggregationKey, task.entity.groupType, task.entity.destinationDirectory,
+                task.entity.payload, task.task.state.kind.rawValue, interruptionReason(task.task.state),
+                task.task.mode.rawValue, task.task.weight, task.task.resolveCount, lastError, manifest,
+                task.task.manifestRevision, task.task.addedAt.timeIntervalSinceReferenceDate, task.task.bytesDone,
+                task.task.segmentsDone,
+            ])
     }
 
     /// Replaces a known task's record; the manifest is written only when its revision differs
-    /// from the stored one.
-    ///
-    /// - Throws: ``DownloadError/Code/storeFailure`` when the store has no such task, or the
-    ///   write fails.
-    public func update(_ task: TaskRecord) async throws(DownloadError) {
-        let path = self.path
-        try await access("update the task \(task.id)") { [pool] in
-            try await pool.write { db in
-                guard
-                    let stored = try Row.fetchOne(
-                        db, sql: "SELECT id, manifestRevision FROM tasks WHERE entityType = ? AND entityKey = ? AND variantKey = ?",
-                        arguments: [task.id.entityType, task.id.entityKey, task.id.variantKey])
-                else {
-                    throw DownloadError(
-                        .storeFailure,
-                        "The store \(path) has no task \(task.id) to update: it was removed, or never added. "
-                            + "Add the task again to store it.")
-                }
-                let rowID: Int64 = stored["id"]
-                let storedRevision = stored["manifestRevision"] as DatabaseValue
-                let lastError = try Self.encodeJSON(task.lastError, what: "the last error of task \(task.id)", path: path)
-                var arguments: StatementArguments = [
-                    task.sequence, task.state.kind.rawValue, Self.interruptionReason(task.state), task.mode.rawValue,
-                    task.weight, task.resolveCount, lastError, task.addedAt.timeIntervalSinceReferenceDate,
-                ]
-                var assignments = """
-                    sequence = ?, state = ?, interruptionReason = ?, mode = ?, weight = ?, resolveCount = ?, \
-                    lastError = ?, addedAt = ?
-                    """
-                if storedRevision != task.manifestRevision.databaseValue {
-                    let manifest = try Self.encodeJSON(task.manifest, what: "the manifest of task \(task.id)", path: path)
-                    assignments += ", manifest = ?, manifestRevision = ?"
-                    arguments += [manifest, task.manifestRevision]
-                }
-                arguments += [rowID]
-                try db.execute(sql: "UPDATE tasks SET \(assignments) WHERE id = ?", arguments: arguments)
-            }
+    /// from the stored one. An unknown task is ignored (it was removed in the meantime).
+    private static func update(_ task: TaskRecord, lastError: String?, in db: Database, path: String) throws {
+        guard
+            let stored = try Row.fetchOne(
+                db.cachedStatement(sql: "SELECT id, manifestRevision FROM tasks WHERE entityType = ? AND entityKey = ? AND variantKey = ?"),
+                arguments: [task.id.entityType, task.id.entityKey, task.id.variantKey])
+        else { return }
+        let rowID: Int64 = stored["id"]
+        let storedRevision = stored["manifestRevision"] as DatabaseValue
+        var arguments: StatementArguments = [
+            task.sequence, task.state.kind.rawValue, interruptionReason(task.state), task.mode.rawValue,
+            task.weight, task.resolveCount, lastError, task.addedAt.timeIntervalSinceReferenceDate, task.bytesDone,
+            task.segmentsDone,
+        ]
+        var assignments = """
+            sequence = ?, state = ?, interruptionReason = ?, mode = ?, weight = ?, resolveCount = ?, \
+            lastError = ?, addedAt = ?, bytesDone = ?, segmentsDone = ?
+            """
+        if storedRevision != task.manifestRevision.databaseValue {
+            let manifest = try encodeJSON(task.manifest, what: "the manifest of task \(task.id)", path: path)
+            assignments += ", manifest = ?, manifestRevision = ?"
+            arguments += [manifest, task.manifestRevision]
         }
-    }
-
-    /// Records segment progress, all of it in one transaction; records of tasks the store does
-    /// not know are ignored.
-    public func saveSegments(_ progress: [SegmentProgress]) async throws(DownloadError) {
-        guard !progress.isEmpty else { return }
-        try await access("record the progress of \(progress.count) segments") { [pool] in
-            try await pool.write { db in
-                var rows: [DownloadTaskID: Int64?] = [:]
-                for item in progress {
-                    let rowID: Int64?
-                    if let known = rows[item.taskID] {
-                        rowID = known
-                    } else {
-                        rowID = try Self.rowID(of: item.taskID, in: db)
-                        rows[item.taskID] = rowID
-                    }
-                    guard let rowID else { continue }
-                    try Self.upsert(item, taskRow: rowID, in: db)
-                }
-            }
-        }
-    }
-
-    /// Forgets the progress of every segment of a task.
-    public func resetSegments(of id: DownloadTaskID) async throws(DownloadError) {
-        try await access("reset the segments of task \(id)") { [pool] in
-            try await pool.write { db in
-                try db.execute(
-                    sql: """
-                        DELETE FROM segments
-                        WHERE taskId IN (SELECT id FROM tasks WHERE entityType = ? AND entityKey = ? AND variantKey = ?)
-                        """,
-                    arguments: [id.entityType, id.entityKey, id.variantKey])
-            }
-        }
-    }
-
-    /// Forgets a task and its segment progress (never any file on disk).
-    public func remove(_ id: DownloadTaskID) async throws(DownloadError) {
-        try await access("remove the task \(id)") { [pool] in
-            try await pool.write { db in
-                // The segments go with it (ON DELETE CASCADE).
-                try db.execute(
-                    sql: "DELETE FROM tasks WHERE entityType = ? AND entityKey = ? AND variantKey = ?",
-                    arguments: [id.entityType, id.entityKey, id.variantKey])
-            }
-        }
+        arguments += [rowID]
+        try db.execute(sql: "UPDATE tasks SET \(assignments) WHERE id = ?", arguments: arguments)
     }
 
     // MARK: - Writing
-
-    private static func rowID(of id: DownloadTaskID, in db: Database) throws -> Int64? {
-        try Int64.fetchOne(
-            db.cachedStatement(sql: "SELECT id FROM tasks WHERE entityType = ? AND entityKey = ? AND variantKey = ?"),
-            arguments: [id.entityType, id.entityKey, id.variantKey])
-    }
-
-    private static func upsert(_ progress: SegmentProgress, taskRow: Int64, in db: Database) throws {
-        let statement = try db.cachedStatement(
-            sql: """
-                INSERT INTO segments (
-                    taskId, outputIndex, segmentIndex, isDone, bytesWritten, etag, lastModified, lastModifiedIsStrong, cacheKey)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (taskId, outputIndex, segmentIndex) DO UPDATE SET
-                    isDone = excluded.isDone, bytesWritten = excluded.bytesWritten, etag = excluded.etag,
-                    lastModified = excluded.lastModified, lastModifiedIsStrong = excluded.lastModifiedIsStrong,
-                    cacheKey = excluded.cacheKey
-                """)
-        // `lastModifiedIsStrong` is NULL exactly when there is no validator.
-        try statement.execute(arguments: [
-            taskRow, progress.outputIndex, progress.segmentIndex, progress.isDone, progress.bytesWritten,
-            progress.validator?.etag, progress.validator?.lastModified, progress.validator?.lastModifiedIsStrong,
-            progress.cacheKey,
-        ])
-    }
 
     private static func interruptionReason(_ state: DownloadTaskState) -> String? {
         if case .interrupted(let reason) = state { return reason.rawValue }
@@ -415,19 +355,6 @@ public final class SQLiteDownloadStore: DownloadStore {
             }
         }
 
-        let segmentRows = try Row.fetchCursor(db, sql: "SELECT * FROM segments ORDER BY taskId, outputIndex, segmentIndex")
-        while let row = try segmentRows.next() {
-            let strict = StrictRow(row: row)
-            guard let taskRow = try? strict.int64("taskId"), var task = tasks[taskRow] else { continue }
-            do {
-                let progress = try decodeSegment(strict, taskID: task.task.id)
-                task.segments.append(progress)
-                tasks[taskRow] = task
-            } catch {
-                skip(taskRow, task.task.id, "a segment's progress: \(error)")
-            }
-        }
-
         return LoadResult(tasks: order.compactMap { tasks[$0] }, unreadable: order.compactMap { unreadable[$0] })
     }
 
@@ -472,7 +399,8 @@ public final class SQLiteDownloadStore: DownloadStore {
             id: id, state: state, mode: mode, weight: try row.int("weight"), sequence: try row.int("sequence"),
             resolveCount: try row.int("resolveCount"), lastError: lastError, manifest: manifest,
             manifestRevision: try row.int("manifestRevision"),
-            addedAt: Date(timeIntervalSinceReferenceDate: try row.double("addedAt")))
+            addedAt: Date(timeIntervalSinceReferenceDate: try row.double("addedAt")),
+            bytesDone: try row.int64("bytesDone"), segmentsDone: try row.int("segmentsDone"))
         return StoredTask(entity: entity, task: record)
     }
 
@@ -483,19 +411,5 @@ public final class SQLiteDownloadStore: DownloadStore {
         } catch {
             throw DecodeProblem(description: "\(what) is not valid JSON for \(type): \(error)")
         }
-    }
-
-    private static func decodeSegment(_ row: StrictRow, taskID: DownloadTaskID) throws -> SegmentProgress {
-        // `lastModifiedIsStrong` is NULL exactly when there is no validator.
-        var validator: ResourceValidator?
-        if let isStrong = try row.optionalBool("lastModifiedIsStrong") {
-            validator = ResourceValidator(
-                etag: try row.optionalString("etag"), lastModified: try row.optionalString("lastModified"),
-                lastModifiedIsStrong: isStrong)
-        }
-        return SegmentProgress(
-            taskID: taskID, outputIndex: try row.int("outputIndex"), segmentIndex: try row.int("segmentIndex"),
-            isDone: try row.bool("isDone"), bytesWritten: try row.int64("bytesWritten"), validator: validator,
-            cacheKey: try row.optionalString("cacheKey"))
     }
 }

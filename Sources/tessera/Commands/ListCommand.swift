@@ -84,8 +84,7 @@ struct ListCommand: AsyncParsableCommand {
                 if let size = output.knownSize { total = total.map { $0 + size } } else { total = nil }
             }
             self.total = stored.task.manifest == nil ? nil : total
-            let segments = stored.segments
-            done = segments.reduce(Int64(0)) { $0 + $1.bytesWritten }
+            done = stored.task.bytesDone
             if stored.task.state == .completed, let total = self.total { done = total }
         }
 

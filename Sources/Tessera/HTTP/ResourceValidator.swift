@@ -1,4 +1,3 @@
-import CTesseraSystem
 import Foundation
 
 /// What identifies one version of a remote resource: its `ETag` and `Last-Modified` (RFC 9110 §8.8).
@@ -57,32 +56,5 @@ public struct TransferCheckpoint: Hashable, Sendable, Codable {
     public init(bytesWritten: Int64, validator: ResourceValidator?) {
         self.bytesWritten = bytesWritten
         self.validator = validator
-    }
-}
-
-extension TransferCheckpoint {
-    /// The extended attribute that holds a file's validator (see
-    /// ``TransferRequest/recordsValidator``).
-    static let validatorAttribute = "user.tessera.validator"
-
-    /// What a file written by a transfer with ``TransferRequest/recordsValidator`` holds: the
-    /// bytes past `offset` and the validator they belong to; `nil` when the file has no
-    /// recorded validator or no bytes. Resuming from it is safe: `If-Range` carries the
-    /// validator, so a changed resource is fetched again from its first byte.
-    public static func recovered(fromFileAt path: String, offset: Int64 = 0) -> TransferCheckpoint? {
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let length = buffer.withUnsafeMutableBytes {
-            tessera_getxattr(path, validatorAttribute, $0.baseAddress, $0.count)
-        }
-        guard length > 0, let size = FileOperations.size(path), size > offset,
-            let validator = try? JSONDecoder().decode(ResourceValidator.self, from: Data(buffer[0..<length]))
-        else { return nil }
-        return TransferCheckpoint(bytesWritten: size - offset, validator: validator)
-    }
-
-    /// Records `validator` on an open file; errors (no xattr support) are ignored.
-    static func record(_ validator: ResourceValidator, on descriptor: Int32) {
-        guard let data = try? JSONEncoder().encode(validator) else { return }
-        _ = data.withUnsafeBytes { tessera_fsetxattr(descriptor, validatorAttribute, $0.baseAddress, $0.count) }
     }
 }

@@ -1,0 +1,234 @@
+import CTesseraSystem
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// File-system steps, as system calls with ``DownloadError``s. Every one of them may block:
+/// callers run them off the cooperative pool (the manager's ``BlockingExecutor``).
+enum FileOperations {
+    /// The whole file, or `nil` when it cannot be read.
+    static func contents(_ path: String) -> [UInt8]? {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0, info.st_size >= 0, info.st_size <= 1 << 30 else { return nil }
+        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
+        var done = 0
+        while done < bytes.count {
+            let count = bytes.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + done, $0.count - done) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { break }
+            done += count
+        }
+        return Array(bytes[0..<done])
+    }
+
+    /// Creates an empty file (and its directory), truncating one that exists.
+    static func createEmpty(_ path: String) throws(DownloadError) {
+        try createParent(of: path)
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { throw systemError(errno, "could not create \(path)") }
+        close(descriptor)
+    }
+
+    /// Moves `source` to `destination` unless a file is there already: `false` then, and both
+    /// files stay as they were. (Where the file system cannot refuse a replacement atomically,
+    /// the check and the move are two steps.)
+    static func moveWithoutReplacing(_ source: String, to destination: String) throws(DownloadError) -> Bool {
+        try createParent(of: destination)
+        switch tessera_rename_noreplace(source, destination) {
+        case 0:
+            return true
+        case -2:
+            if exists(destination) { return false }
+            try rename(source, to: destination)
+            return true
+        default:
+            if errno == EEXIST { return false }
+            if errno == EXDEV {
+                // Another file system: copied, then the source goes.
+                if exists(destination) { return false }
+                try copy(source, to: destination)
+                remove(source)
+                return true
+            }
+            throw systemError(errno, "could not move \(source) to \(destination)")
+        }
+    }
+
+    /// Writes bytes at `offset` of the file at `path` (created when missing).
+    static func write(_ bytes: [UInt8], to path: String, at offset: Int64) throws(DownloadError) {
+        let descriptor = try openForWriting(path)
+        defer { close(descriptor) }
+        var done = 0
+        while done < bytes.count {
+            let result = bytes.withUnsafeBytes { pwrite(descriptor, $0.baseAddress! + done, bytes.count - done, off_t(offset) + off_t(done)) }
+            if result < 0, errno == EINTR { continue }
+            guard result > 0 else { throw systemError(errno, "could not write \(path)") }
+            done += result
+        }
+    }
+
+    /// Copies the whole file `source` to `offset` of the file at `path` (the kernel moves the
+    /// bytes); returns the bytes copied.
+    @discardableResult
+    static func copy(_ source: String, into path: String, at offset: Int64) throws(DownloadError) -> Int64 {
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw systemError(errno, "could not open \(source)") }
+        defer { close(input) }
+        let output = try openForWriting(path)
+        defer { close(output) }
+        var info = stat()
+        guard fstat(input, &info) == 0 else { throw systemError(errno, "could not read \(source)") }
+        let size = Int64(info.st_size)
+        var inputOffset: Int64 = 0, outputOffset = offset
+        while inputOffset < size {
+            let copied = tessera_copy_file_range_at(input, &inputOffset, output, &outputOffset, Int(size - inputOffset))
+            if copied > 0 { continue }
+            if copied == 0 { break }
+            if errno == EINTR { continue }
+            guard errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP else {
+                throw systemError(errno, "could not write \(path)")
+            }
+            // No in-kernel copy here: through a buffer.
+            var buffer = [UInt8](repeating: 0, count: 1 << 20)
+            while inputOffset < size {
+                let count = buffer.withUnsafeMutableBytes { pread(input, $0.baseAddress, $0.count, off_t(inputOffset)) }
+                if count < 0, errno == EINTR { continue }
+                guard count > 0 else { throw systemError(errno, "could not read \(source)") }
+                try write(Array(buffer[0..<count]), to: path, at: outputOffset)
+                inputOffset += Int64(count)
+                outputOffset += Int64(count)
+            }
+        }
+        guard inputOffset == size else {
+            throw DownloadError(.writeFailed, "\(source) ended before its size while copying it into \(path)")
+        }
+        return size
+    }
+
+    private static func openForWriting(_ path: String) throws(DownloadError) -> Int32 {
+        var descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        if descriptor < 0, errno == ENOENT {
+            try createParent(of: path)
+            descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+        }
+        guard descriptor >= 0 else { throw systemError(errno, "could not open \(path)") }
+        return descriptor
+    }
+
+    static func createDirectory(_ path: String) throws(DownloadError) {
+        guard !path.isEmpty else { return }
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+        } catch {
+            throw DownloadError(.writeFailed, "could not create the directory \(path): \(error.localizedDescription)")
+        }
+    }
+
+    static func createParent(of path: String) throws(DownloadError) {
+        try createDirectory((path as NSString).deletingLastPathComponent)
+    }
+
+    static func exists(_ path: String) -> Bool {
+        var info = stat()
+        return lstat(path, &info) == 0
+    }
+
+    static func size(_ path: String) -> Int64? {
+        var info = stat()
+        guard stat(path, &info) == 0 else { return nil }
+        return Int64(info.st_size)
+    }
+
+    static func remove(_ path: String) {
+        if unlink(path) != 0, errno == EISDIR || errno == EPERM {
+            try? FileManager.default.removeItem(atPath: path)
+        }
+    }
+
+    static func removeTree(_ path: String) {
+        try? FileManager.default.removeItem(atPath: path)
+    }
+
+    static func rename(_ source: String, to destination: String) throws(DownloadError) {
+        try createParent(of: destination)
+        guard Glibc.rename(source, destination) == 0 else {
+            throw systemError(errno, "could not move \(source) to \(destination)")
+        }
+    }
+
+    /// A hard link when source and destination share a file system, a copy otherwise.
+    static func linkOrCopy(_ source: String, to destination: String) throws(DownloadError) {
+        try createParent(of: destination)
+        remove(destination)
+        if link(source, destination) == 0 { return }
+        try copy(source, to: destination)
+    }
+
+    /// Copies a whole file (`copy_file_range`, so the kernel moves the bytes).
+    static func copy(_ source: String, to destination: String) throws(DownloadError) {
+        let output = open(destination, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        guard output >= 0 else { throw systemError(errno, "could not create \(destination)") }
+        defer { close(output) }
+        try append(source, to: output, destinationPath: destination)
+    }
+
+    /// Appends a whole file to an open descriptor.
+    static func append(_ source: String, to output: Int32, destinationPath: String) throws(DownloadError) {
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw systemError(errno, "could not open \(source)") }
+        defer { close(input) }
+        var info = stat()
+        guard fstat(input, &info) == 0 else { throw systemError(errno, "could not read \(source)") }
+        var remaining = Int(info.st_size)
+        var useRange = true
+        var buffer: [UInt8] = []
+        while remaining > 0 {
+            if useRange {
+                let copied = tessera_copy_file_range(input, output, remaining)
+                if copied > 0 {
+                    remaining -= copied
+                    continue
+                }
+                if copied == 0 { break }
+                if errno == EINTR { continue }
+                guard errno == EXDEV || errno == EINVAL || errno == ENOSYS || errno == EOPNOTSUPP else {
+                    throw systemError(errno, "could not write \(destinationPath)")
+                }
+                useRange = false
+                buffer = [UInt8](repeating: 0, count: 1 << 20)
+            }
+            let count = buffer.withUnsafeMutableBytes { read(input, $0.baseAddress, min($0.count, remaining)) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { throw systemError(errno, "could not read \(source)") }
+            var written = 0
+            while written < count {
+                let result = buffer.withUnsafeBytes { Glibc.write(output, $0.baseAddress! + written, count - written) }
+                if result < 0, errno == EINTR { continue }
+                guard result > 0 else { throw systemError(errno, "could not write \(destinationPath)") }
+                written += result
+            }
+            remaining -= count
+        }
+        guard remaining == 0 else {
+            throw DownloadError(.writeFailed, "\(source) ended before its size while copying it into \(destinationPath)")
+        }
+    }
+
+    /// Sets a file's size (pieces are written at their offsets into a file of the final size).
+    static func truncate(_ path: String, to size: Int64) throws(DownloadError) {
+        guard Glibc.truncate(path, off_t(size)) == 0 else { throw systemError(errno, "could not size \(path)") }
+    }
+
+    static func systemError(_ code: Int32, _ message: String) -> DownloadError {
+        DownloadError(
+            code == ENOSPC || code == EDQUOT ? .diskFull : .writeFailed,
+            "\(message): \(String(cString: strerror(code)))", systemErrno: code)
+    }
+}

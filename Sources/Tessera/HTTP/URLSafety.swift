@@ -1,0 +1,40 @@
+import Foundation
+
+/// The one check every URL passes before it reaches the network: a URL the user typed, one a
+/// manifest or a server handed over, a mirror, a key URL. The engine applies it to every request
+/// (and libcurl's protocol restriction to every redirect), so a URL that fails it never leaves
+/// the process, whichever path it came by.
+public enum URLSafety {
+    /// Throws ``DownloadError/Code/unsafeInput`` for anything but an absolute `http` or `https`
+    /// URL with a host and without white space or control characters. `context` names the URL
+    /// in the message ("the key URL", "segment 3 of \"video.mp4\"").
+    public static func check(_ url: URL, context: String = "the URL") throws(DownloadError) {
+        let text = url.absoluteString
+        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+            let scheme = url.scheme.map { UntrustedText.printable($0, limit: 20) } ?? "none"
+            throw DownloadError(
+                .unsafeInput, "\(context) uses the scheme \(scheme): only http and https URLs are downloaded",
+                url: UntrustedText.printable(text))
+        }
+        guard let host = url.host, !host.isEmpty else {
+            throw DownloadError(.unsafeInput, "\(context) has no host", url: UntrustedText.printable(text))
+        }
+        if text.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) {
+            throw DownloadError(.unsafeInput, "\(context) contains white space or a control character")
+        }
+    }
+
+    /// Resolves `reference` (absolute, or relative as in an HTML/MPD/M3U8 document) against
+    /// `base` and checks the result with ``check(_:context:)``.
+    public static func resolve(_ reference: String, against base: URL?, context: String = "a URL") throws(DownloadError) -> URL {
+        let trimmed = reference.trimmingCharacters(in: .whitespacesAndNewlines)
+        if trimmed.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) {
+            throw DownloadError(.unsafeInput, "\(context) contains a control character")
+        }
+        guard !trimmed.isEmpty, let url = URL(string: trimmed, relativeTo: base)?.absoluteURL else {
+            throw DownloadError(.manifestInvalid, "\(context) is not a URL: \(UntrustedText.quoted(trimmed))")
+        }
+        try check(url, context: context)
+        return url
+    }
+}

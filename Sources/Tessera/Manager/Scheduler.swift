@@ -1,0 +1,580 @@
+/// Decides what runs: which task starts next, which task gets a freed segment slot, what a
+/// command, a run's ending or a change of disk and network does to every task's state.
+///
+/// A plain value, like async-http-client's connection-pool state machine: it takes an
+/// ``Event`` and returns the ``Action``s to perform, and touches nothing else: no network, no
+/// clock, no files, no actor. ``DownloadTaskManager`` holds one, feeds it and applies what it
+/// returns; the tests in `SchedulerTests` drive it alone.
+///
+/// The rules, in one place:
+/// - **Queue.** Waiting tasks start heaviest first, then in the order they were added. A task
+///   started or resumed by a command jumps ahead of every task that never ran (it gets the
+///   highest weight so far), as in ZZDownloader.
+/// - **Task slots (`-j`).** At most ``Limits/tasks`` tasks are *active*: resolving, or downloading
+///   with segments still waiting for a slot. A task whose remaining segments are all in flight
+///   no longer holds its task slot, so a list of small files flows through the segment slots
+///   instead of waiting for each file's last byte.
+/// - **Segment slots (`-N`).** At most ``Limits/segments`` segment transfers over all tasks, and
+///   ``Limits/segmentsPerHost`` to one host. A running task may hold at most
+///   `segments - (tasks wanting slots - 1)`; a freed slot goes to the task holding the fewest,
+///   the heavier first among equals, then the earlier added.
+/// - **State.** Every change follows ``DownloadTaskState/transitions``; a refused one is reported,
+///   never applied.
+/// - **Environment.** A critical disk stops every running task (`interrupted(diskSpace)`) and
+///   starts none; space back above the warning level resumes them. Tasks that lost the network
+///   wait (`interrupted(network)`), resume when the monitor or a probe of their host says it is
+///   back, and fail after ``Limits/maxNetworkWait``. A metered network holds tasks back unless
+///   allowed.
+struct Scheduler: Sendable {
+    /// The limits a manager's configuration gives.
+    struct Limits: Sendable, Hashable {
+        /// Active tasks at once (`-j`).
+        var tasks: Int
+        /// Segment transfers at once, over all tasks (`-N`).
+        var segments: Int
+        /// Segment transfers at once to one host.
+        var segmentsPerHost: Int
+        /// Whether tasks may start on a metered network.
+        var allowsMeteredNetwork = true
+        /// How long a task waits for the network before it fails; `nil` for as long as it takes.
+        var maxNetworkWait: Duration?
+    }
+
+    /// How a run ended.
+    enum RunEnding: Sendable, Equatable {
+        /// Every output is complete and verified.
+        case completed
+        /// The run gave up; `permanent` when the task cannot succeed as it is (→ `invalid`).
+        case failed(permanent: Bool)
+        /// A write found the disk full.
+        case diskFull
+        /// Every host of a segment (or the manifest) was unreachable; `host` is the one to probe.
+        case networkLost(host: String?)
+        /// The run was cancelled (a command, a shutdown): the state stays as the command set it.
+        case stopped
+    }
+
+    /// Something that happened.
+    enum Event: Sendable {
+        /// A new task, `idle`; queued at once when `start`.
+        case added(DownloadTaskID, sequence: Int, start: Bool)
+        /// A task as the store had it: its state, weight and place (nothing is launched until
+        /// the manager sends ``schedule``).
+        case restored(DownloadTaskID, sequence: Int, weight: Int, state: DownloadTaskState)
+        /// `start` of a known task: queued again, ahead of the others, unless it is running or
+        /// waiting, or completed in the same mode (`modeChanged` false).
+        case start(DownloadTaskID, modeChanged: Bool)
+        /// `resume`: a paused, failed, invalid, idle or interrupted task is queued ahead.
+        case resume(DownloadTaskID)
+        /// `startAll`, for one task: queued (not ahead) unless a command touched it since `epoch`.
+        case startIfUntouched(DownloadTaskID, since: Int)
+        /// `stop`: paused, wherever it is.
+        case stop(DownloadTaskID)
+        /// `remove`: stopped and forgotten.
+        case remove(DownloadTaskID)
+        /// Launch what can be launched (after a batch of events).
+        case schedule
+        /// The run of `generation` has its manifest and downloads; `demand` is the segment slots
+        /// it wants at once, by host (given here, not after, so the task never looks idle between).
+        case resolved(DownloadTaskID, generation: Int, demand: [String: Int])
+        /// The run of `generation` resolves again (stale URLs).
+        case reResolving(DownloadTaskID, generation: Int)
+        /// The run wants `count` more segment slots for `host`.
+        case demand(DownloadTaskID, generation: Int, host: String, count: Int)
+        /// The run gives back `count` slots of `host` (transfers ended) and withdraws `withdrawn`
+        /// of its demand for it (segments it no longer needs a slot for).
+        case returned(DownloadTaskID, generation: Int, host: String, count: Int, withdrawn: Int = 0)
+        /// The run of `generation` ended.
+        case ended(DownloadTaskID, generation: Int, RunEnding)
+        /// Free space moved to another level.
+        case diskLevel(DiskSpaceLevel, free: String)
+        /// The network monitor reported.
+        case network(NetworkStatus)
+        /// A probe reached `host`: the tasks waiting for it go again.
+        case hostReachable(String)
+        /// A task's network wait number `wait` ran out.
+        case networkWaitExpired(DownloadTaskID, wait: Int)
+    }
+
+    /// What the manager does.
+    enum Action: Sendable, Equatable {
+        /// Start a run of the task with this generation.
+        case launch(DownloadTaskID, generation: Int)
+        /// Cancel the task's run.
+        case cancel(DownloadTaskID)
+        /// The task's run may hold at most `limit` segment slots from now on: it gives back slots
+        /// above it as their transfers end, instead of starting its next segment on them.
+        case share(DownloadTaskID, generation: Int, limit: Int)
+        /// The task's state changed: persist it and tell subscribers.
+        case changed(DownloadTaskID, from: DownloadTaskState, to: DownloadTaskState)
+        /// The task's run may start `count` more segment transfers to `host`.
+        case grant(DownloadTaskID, generation: Int, host: String, count: Int)
+        /// Arm a timer: after `after`, send ``Event/networkWaitExpired(_:wait:)``.
+        case armNetworkWait(DownloadTaskID, wait: Int, after: Duration)
+        /// Probe the hosts of tasks waiting for the network until none waits.
+        case startProbing
+        /// Tell subscribers about the environment.
+        case notice(DownloadNotice)
+        /// A transition the table forbids was asked for (a bug): log it.
+        case refused(DownloadTaskID, from: DownloadTaskState, to: DownloadTaskState)
+    }
+
+    /// One task, as scheduling sees it.
+    struct Entry: Sendable, Hashable {
+        var state: DownloadTaskState
+        var weight = 0
+        let sequence: Int
+        /// Counts runs; reports of an older run are ignored.
+        var generation = 0
+        /// Counts queue entries; an entry of an older version is stale.
+        var queueVersion = 0
+        /// The last command that touched the task (see ``startIfUntouched``).
+        var touchedAt = 0
+        /// Segments waiting for a slot, by host.
+        var demand: [String: Int] = [:]
+        /// Slots held, by host.
+        var held: [String: Int] = [:]
+        var heldTotal = 0
+        var demandTotal = 0
+        /// How many times the task went to `interrupted(network)`.
+        var networkWaits = 0
+        /// The host a probe tries for a task waiting for the network.
+        var probeHost: String?
+        /// The share last told to the task's run.
+        var sentShare: Int?
+
+        var isRunning: Bool { state.isRunning }
+        /// Resolving, or downloading with segments waiting: holds a task slot.
+        var isActive: Bool { state == .resolving || (state == .downloading && demandTotal > 0) }
+    }
+
+    let limits: Limits
+    private(set) var entries: [DownloadTaskID: Entry] = [:]
+    private var queue = PriorityQueue<QueueEntry>()
+    /// Tasks with a live run (resolving or downloading).
+    private(set) var running: Set<DownloadTaskID> = []
+    private(set) var segmentsInUse = 0
+    private var hostsInUse: [String: Int] = [:]
+    private var topWeight = 0
+    /// Counts commands (see ``Entry/touchedAt``).
+    private(set) var epoch = 0
+    private(set) var disk = DiskSpaceLevel.ample
+    private(set) var network: NetworkStatus
+
+    init(limits: Limits, network: NetworkStatus = .online) {
+        self.limits = Limits(
+            tasks: max(1, limits.tasks), segments: max(1, limits.segments),
+            segmentsPerHost: max(1, limits.segmentsPerHost), allowsMeteredNetwork: limits.allowsMeteredNetwork,
+            maxNetworkWait: limits.maxNetworkWait)
+        self.network = network
+    }
+
+    /// The task's state, if it is known.
+    func state(of id: DownloadTaskID) -> DownloadTaskState? { entries[id]?.state }
+
+    /// The task's scheduling entry.
+    func entry(_ id: DownloadTaskID) -> Entry? { entries[id] }
+
+    /// Tasks holding a task slot now.
+    var activeCount: Int { running.count { entries[$0]?.isActive == true } }
+
+    /// Starts a new command; events it causes carry this epoch.
+    mutating func beginCommand() -> Int {
+        epoch += 1
+        return epoch
+    }
+
+    // MARK: - Events
+
+    mutating func handle(_ event: Event) -> [Action] {
+        var actions: [Action] = []
+        switch event {
+        case .added(let id, let sequence, let start):
+            guard entries[id] == nil else { return [] }
+            entries[id] = Entry(state: .idle, sequence: sequence, touchedAt: epoch)
+            if start {
+                enqueue(id, jumpAhead: false, into: &actions)
+                launchWaiting(into: &actions)
+            }
+
+        case .restored(let id, let sequence, let weight, let state):
+            guard entries[id] == nil else { return [] }
+            var entry = Entry(state: state, weight: weight, sequence: sequence)
+            entry.touchedAt = 0
+            entries[id] = entry
+            topWeight = max(topWeight, weight)
+            if state == .waiting {
+                entries[id]!.queueVersion += 1
+                queue.push(QueueEntry(weight: weight, sequence: sequence, id: id, version: entries[id]!.queueVersion))
+            }
+
+        case .start(let id, let modeChanged):
+            guard let entry = entries[id] else { return [] }
+            entries[id]!.touchedAt = epoch
+            if entry.isRunning || entry.state == .waiting { return [] }
+            if entry.state == .completed, !modeChanged { return [] }
+            enqueue(id, jumpAhead: true, into: &actions)
+            launchWaiting(into: &actions)
+
+        case .resume(let id):
+            guard let entry = entries[id] else { return [] }
+            entries[id]!.touchedAt = epoch
+            guard [.paused, .failed, .invalid, .idle, .interrupted].contains(entry.state.kind) else { return [] }
+            enqueue(id, jumpAhead: true, into: &actions)
+            launchWaiting(into: &actions)
+
+        case .startIfUntouched(let id, let since):
+            guard let entry = entries[id], entry.touchedAt < since,
+                [.paused, .failed, .invalid, .idle].contains(entry.state.kind)
+            else { return [] }
+            enqueue(id, jumpAhead: false, into: &actions)
+
+        case .stop(let id):
+            guard let entry = entries[id] else { return [] }
+            entries[id]!.touchedAt = epoch
+            guard [.idle, .waiting, .resolving, .downloading, .interrupted].contains(entry.state.kind) else { return [] }
+            halt(id, into: &actions)
+            transition(id, to: .paused, into: &actions)
+            launchWaiting(into: &actions)
+
+        case .remove(let id):
+            guard entries[id] != nil else { return [] }
+            halt(id, into: &actions)
+            transition(id, to: .removed, into: &actions)
+            entries[id] = nil
+            launchWaiting(into: &actions)
+
+        case .schedule:
+            launchWaiting(into: &actions)
+
+        case .resolved(let id, let generation, let demand):
+            guard isCurrent(id, generation), entries[id]?.state == .resolving else { return [] }
+            transition(id, to: .downloading, into: &actions)
+            for (host, count) in demand where count > 0 {
+                entries[id]!.demand[host, default: 0] += count
+                entries[id]!.demandTotal += count
+            }
+            grantSlots(into: &actions)
+            launchWaiting(into: &actions)
+
+        case .reResolving(let id, let generation):
+            guard isCurrent(id, generation), entries[id]?.state == .downloading else { return [] }
+            transition(id, to: .resolving, into: &actions)
+
+        case .demand(let id, let generation, let host, let count):
+            guard isCurrent(id, generation), entries[id]?.isRunning == true, count > 0 else { return [] }
+            entries[id]!.demand[host, default: 0] += count
+            entries[id]!.demandTotal += count
+            grantSlots(into: &actions)
+
+        case .returned(let id, let generation, let host, let count, let withdrawn):
+            guard isCurrent(id, generation), entries[id]?.isRunning == true else { return [] }
+            release(id, host: host, count: count)
+            withdraw(id, host: host, count: withdrawn)
+            grantSlots(into: &actions)
+            launchWaiting(into: &actions)
+
+        case .ended(let id, let generation, let ending):
+            guard isCurrent(id, generation), let entry = entries[id], entry.isRunning else { return [] }
+            stopRunning(id)
+            switch ending {
+            case .completed:
+                transition(id, to: .completed, into: &actions)
+            case .failed(let permanent):
+                transition(id, to: permanent ? .invalid : .failed, into: &actions)
+            case .stopped:
+                // The run went away without a command (the manager shuts down): as if paused.
+                transition(id, to: .paused, into: &actions)
+            case .diskFull:
+                transition(id, to: .interrupted(.diskSpace), into: &actions)
+                if disk != .critical { enterCriticalDisk("a write found the disk full", into: &actions) }
+            case .networkLost(let host):
+                entries[id]!.networkWaits += 1
+                entries[id]!.probeHost = host
+                transition(id, to: .interrupted(.network), into: &actions)
+                if let limit = limits.maxNetworkWait {
+                    actions.append(.armNetworkWait(id, wait: entries[id]!.networkWaits, after: limit))
+                }
+                actions.append(.startProbing)
+            }
+            grantSlots(into: &actions)
+            launchWaiting(into: &actions)
+
+        case .diskLevel(let level, let free):
+            guard level != disk else { return [] }
+            let previous = disk
+            switch level {
+            case .critical:
+                enterCriticalDisk(free, into: &actions)
+            case .low, .ample:
+                disk = level
+                if previous == .critical {
+                    actions.append(.notice(DownloadNotice(kind: .diskSpaceRecovered, message: "downloads resume: \(free)")))
+                    resumeInterrupted(.diskSpace, into: &actions)
+                }
+                if level == .low {
+                    actions.append(.notice(DownloadNotice(kind: .diskSpaceLow, message: "disk space is low: \(free)")))
+                }
+            }
+            launchWaiting(into: &actions)
+
+        case .network(let status):
+            let previous = network
+            network = status
+            if previous.isOnline, !status.isOnline {
+                actions.append(.notice(DownloadNotice(kind: .networkLost, message: "the network is gone; waiting for it")))
+            } else if !previous.isOnline, status.isOnline {
+                actions.append(.notice(DownloadNotice(kind: .networkRestored, message: "the network is back (\(status))")))
+            }
+            if status.isOnline {
+                resumeInterrupted(.network, into: &actions)
+                if !status.isMetered || limits.allowsMeteredNetwork { resumeInterrupted(.meteredNetwork, into: &actions) }
+            }
+            launchWaiting(into: &actions)
+
+        case .hostReachable(let host):
+            for id in ids(where: { $0.state == .interrupted(.network) && $0.probeHost == host }) {
+                enqueue(id, jumpAhead: false, into: &actions)
+            }
+            launchWaiting(into: &actions)
+
+        case .networkWaitExpired(let id, let wait):
+            guard let entry = entries[id], entry.networkWaits == wait, entry.state == .interrupted(.network) else { return [] }
+            transition(id, to: .failed, into: &actions)
+            launchWaiting(into: &actions)
+        }
+        return actions
+    }
+
+    /// The hosts to probe for tasks waiting for the network; empty when none waits.
+    var hostsToProbe: [String] {
+        var seen = Set<String>()
+        return entries.values.sorted { $0.sequence < $1.sequence }
+            .compactMap { $0.state == .interrupted(.network) ? $0.probeHost : nil }
+            .filter { seen.insert($0).inserted }
+    }
+
+    /// Whether any task waits for the network.
+    var anyWaitsForNetwork: Bool { entries.values.contains { $0.state == .interrupted(.network) } }
+
+    // MARK: - Rules
+
+    private func isCurrent(_ id: DownloadTaskID, _ generation: Int) -> Bool {
+        entries[id]?.generation == generation
+    }
+
+    private func ids(where predicate: (Entry) -> Bool) -> [DownloadTaskID] {
+        entries.filter { predicate($0.value) }.sorted { $0.value.sequence < $1.value.sequence }.map(\.key)
+    }
+
+    private mutating func transition(_ id: DownloadTaskID, to next: DownloadTaskState, into actions: inout [Action]) {
+        guard let current = entries[id]?.state else { return }
+        guard current.canTransition(to: next) else {
+            actions.append(.refused(id, from: current, to: next))
+            return
+        }
+        entries[id]!.state = next
+        actions.append(.changed(id, from: current, to: next))
+    }
+
+    /// Moves a task to `waiting`; `jumpAhead` gives it the highest weight so far.
+    private mutating func enqueue(_ id: DownloadTaskID, jumpAhead: Bool, into actions: inout [Action]) {
+        guard entries[id] != nil else { return }
+        if jumpAhead {
+            topWeight += 1
+            entries[id]!.weight = topWeight
+        }
+        transition(id, to: .waiting, into: &actions)
+        guard entries[id]!.state == .waiting else { return }
+        entries[id]!.queueVersion += 1
+        let entry = entries[id]!
+        queue.push(QueueEntry(weight: entry.weight, sequence: entry.sequence, id: id, version: entry.queueVersion))
+    }
+
+    /// Starts waiting tasks, heaviest first, while task slots are free.
+    private mutating func launchWaiting(into actions: inout [Action]) {
+        guard disk != .critical else { return }
+        var active = activeCount
+        while active < limits.tasks, let next = queue.pop() {
+            guard let entry = entries[next.id], entry.state == .waiting, entry.queueVersion == next.version else { continue }
+            if network.isOnline, network.isMetered {
+                let allowed = limits.allowsMeteredNetwork
+                actions.append(.notice(DownloadNotice(
+                    kind: .meteredNetwork,
+                    message: allowed ? "\(next.id) started on a metered network (\(network))"
+                        : "\(next.id) waits for an unmetered network (\(network))",
+                    taskID: next.id)))
+                if !allowed {
+                    transition(next.id, to: .interrupted(.meteredNetwork), into: &actions)
+                    continue
+                }
+            }
+            entries[next.id]!.generation += 1
+            transition(next.id, to: .resolving, into: &actions)
+            running.insert(next.id)
+            active += 1
+            actions.append(.launch(next.id, generation: entries[next.id]!.generation))
+        }
+    }
+
+    /// Cancels a running task's run and gives its slots back.
+    private mutating func halt(_ id: DownloadTaskID, into actions: inout [Action]) {
+        guard let entry = entries[id] else { return }
+        entries[id]!.generation += 1
+        if entry.isRunning {
+            actions.append(.cancel(id))
+            stopRunning(id)
+            grantSlots(into: &actions)
+        }
+    }
+
+    private mutating func stopRunning(_ id: DownloadTaskID) {
+        guard let entry = entries[id] else { return }
+        entries[id]!.sentShare = nil
+        for (host, count) in entry.held { release(id, host: host, count: count) }
+        entries[id]!.demand.removeAll()
+        entries[id]!.demandTotal = 0
+        running.remove(id)
+    }
+
+    private mutating func release(_ id: DownloadTaskID, host: String, count: Int) {
+        guard count > 0, let held = entries[id]?.held[host] else { return }
+        let freed = min(count, held)
+        entries[id]!.held[host] = held - freed == 0 ? nil : held - freed
+        entries[id]!.heldTotal -= freed
+        segmentsInUse -= freed
+        let inUse = (hostsInUse[host] ?? 0) - freed
+        hostsInUse[host] = inUse <= 0 ? nil : inUse
+    }
+
+    private mutating func withdraw(_ id: DownloadTaskID, host: String, count: Int) {
+        guard count > 0, let demand = entries[id]?.demand[host] else { return }
+        let withdrawn = min(count, demand)
+        entries[id]!.demand[host] = demand - withdrawn == 0 ? nil : demand - withdrawn
+        entries[id]!.demandTotal -= withdrawn
+    }
+
+    /// Hands free segment slots to running tasks that want them, fairest first.
+    private mutating func grantSlots(into actions: inout [Action]) {
+        let contenders = running.filter { id in entries[id].map { $0.demandTotal > 0 || $0.heldTotal > 0 } ?? false }
+            .sorted { entries[$0]!.sequence < entries[$1]!.sequence }
+        let shares = fairShares(contenders)
+        // Tell runs their share when it changes: one over it gives slots back as transfers end.
+        for id in contenders where entries[id]!.sentShare != shares[id] {
+            entries[id]!.sentShare = shares[id]
+            actions.append(.share(id, generation: entries[id]!.generation, limit: shares[id]!))
+        }
+        guard segmentsInUse < limits.segments, contenders.contains(where: { entries[$0]!.demandTotal > 0 }) else { return }
+        var granted: [DownloadTaskID: [String: Int]] = [:]
+        while segmentsInUse < limits.segments {
+            var best: (id: DownloadTaskID, host: String, entry: Entry)?
+            for id in contenders {
+                let entry = entries[id]!
+                guard entry.demandTotal > 0, entry.heldTotal < shares[id]! else { continue }
+                guard let host = entry.demand.keys.sorted().first(where: { (hostsInUse[$0] ?? 0) < limits.segmentsPerHost })
+                else { continue }
+                if let current = best?.entry {
+                    let better = entry.heldTotal != current.heldTotal ? entry.heldTotal < current.heldTotal
+                        : entry.weight != current.weight ? entry.weight > current.weight
+                        : entry.sequence < current.sequence
+                    guard better else { continue }
+                }
+                best = (id, host, entry)
+            }
+            guard let (id, host, _) = best else { break }
+            withdraw(id, host: host, count: 1)
+            entries[id]!.held[host, default: 0] += 1
+            entries[id]!.heldTotal += 1
+            segmentsInUse += 1
+            hostsInUse[host, default: 0] += 1
+            granted[id, default: [:]][host, default: 0] += 1
+        }
+        for (id, hosts) in granted.sorted(by: { entries[$0.key]!.sequence < entries[$1.key]!.sequence }) {
+            for (host, count) in hosts.sorted(by: { $0.key < $1.key }) {
+                actions.append(.grant(id, generation: entries[id]!.generation, host: host, count: count))
+            }
+        }
+    }
+
+    /// Max-min fair shares of the segment slots: tasks that want fewer than an equal share get
+    /// what they want, the rest is split equally among the others (at least one slot each).
+    private func fairShares(_ contenders: [DownloadTaskID]) -> [DownloadTaskID: Int] {
+        var shares: [DownloadTaskID: Int] = [:]
+        var left = limits.segments
+        var wants = contenders.map { (id: $0, want: entries[$0]!.heldTotal + entries[$0]!.demandTotal) }
+            .sorted { $0.want < $1.want }
+        while !wants.isEmpty {
+            let equal = max(1, left / wants.count)
+            let first = wants.removeFirst()
+            let share = max(1, min(first.want, equal))
+            shares[first.id] = share
+            left = max(0, left - share)
+        }
+        return shares
+    }
+
+    private mutating func enterCriticalDisk(_ message: String, into actions: inout [Action]) {
+        disk = .critical
+        actions.append(.notice(DownloadNotice(kind: .diskSpaceCritical, message: "downloads stop for lack of disk space: \(message)")))
+        for id in ids(where: \.isRunning) {
+            halt(id, into: &actions)
+            transition(id, to: .interrupted(.diskSpace), into: &actions)
+        }
+    }
+
+    /// Queues the tasks interrupted for `reason`.
+    private mutating func resumeInterrupted(_ reason: DownloadTaskState.InterruptionReason, into actions: inout [Action]) {
+        for id in ids(where: { $0.state == .interrupted(reason) }) {
+            enqueue(id, jumpAhead: false, into: &actions)
+        }
+    }
+}
+
+/// A waiting task's place in the queue.
+struct QueueEntry: Comparable, Sendable {
+    var weight: Int
+    var sequence: Int
+    var id: DownloadTaskID
+    var version: Int
+
+    /// Higher weight first; among equals, the earlier added.
+    static func < (lhs: QueueEntry, rhs: QueueEntry) -> Bool {
+        lhs.weight != rhs.weight ? lhs.weight < rhs.weight : lhs.sequence > rhs.sequence
+    }
+}
+
+/// A binary max-heap.
+struct PriorityQueue<Element: Comparable & Sendable>: Sendable {
+    private var heap: [Element] = []
+
+    var isEmpty: Bool { heap.isEmpty }
+    var count: Int { heap.count }
+
+    mutating func push(_ element: Element) {
+        heap.append(element)
+        var child = heap.count - 1
+        while child > 0 {
+            let parent = (child - 1) / 2
+            guard heap[parent] < heap[child] else { break }
+            heap.swapAt(parent, child)
+            child = parent
+        }
+    }
+
+    mutating func pop() -> Element? {
+        guard !heap.isEmpty else { return nil }
+        heap.swapAt(0, heap.count - 1)
+        let top = heap.removeLast()
+        var parent = 0
+        while true {
+            let left = 2 * parent + 1, right = left + 1
+            var largest = parent
+            if left < heap.count, heap[largest] < heap[left] { largest = left }
+            if right < heap.count, heap[largest] < heap[right] { largest = right }
+            guard largest != parent else { break }
+            heap.swapAt(parent, largest)
+            parent = largest
+        }
+        return top
+    }
+}

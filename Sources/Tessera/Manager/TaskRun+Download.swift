@@ -1,0 +1,453 @@
+import Foundation
+
+/// A single output's connections during a pass: which ranges are being fetched and which are
+/// on disk. Touched only by the run's loop.
+struct SingleOutputState {
+    struct Piece {
+        var start: Int64
+        var bound: TransferBound
+        /// The retry state the piece carries on, if it is a retry.
+        var attemptKey: Int?
+        /// The first request of a resource whose length is not known yet (no `Range`).
+        var isFirst: Bool
+
+        func active(id: Int) -> SplitPlan.Active {
+            let end = bound.end == .max ? Int64.max : start &+ bound.end
+            return SplitPlan.Active(id: id, start: start, position: start &+ bound.taken, end: end)
+        }
+    }
+
+    var pieces: [Int: Piece] = [:]
+    var done = ByteRanges()
+    var nextPieceID = 0
+    /// Whether ranges of this version may be asked for (the server serves ranges and the
+    /// version has a strong validator).
+    var rangesAllowed = false
+}
+
+extension TaskRun {
+    /// One pass over the outputs: every piece of work that is not done gets a slot in turn, until
+    /// every output is finished, or something sends the run back to resolving, or it fails.
+    func download(
+        _ manifest: DownloadManifest, writers: [Int: OutputWriter], events: inout AsyncStream<RunEvent>.Iterator
+    ) async throws -> PassOutcome {
+        var loop = DownloadLoop(run: self, manifest: manifest, writers: writers)
+        return try await loop.run(events: &events)
+    }
+}
+
+/// The state of one pass, and its event loop.
+struct DownloadLoop {
+    let run: TaskRun
+    let manifest: DownloadManifest
+    let writers: [Int: OutputWriter]
+
+    /// Work waiting for a slot, by host, in order.
+    private var queues: [String: FIFO<RunWork>] = [:]
+    private var queuedCount: [String: Int] = [:]
+    /// Slots this run holds, by host.
+    private var held: [String: Int] = [:]
+    private var heldTotal = 0
+    private var share = Int.max
+    private var running = 0
+    private var timers = 0
+    private var singles: [Int: SingleOutputState] = [:]
+    private var retries: [RunWork: RetryState] = [:]
+    private var pieceRetries: [Int: RetryState] = [:]
+    private var nextAttemptKey = 0
+    private var naming: Set<Int> = []
+    private var finalizing: Set<Int> = []
+    private var finalized: Set<Int> = []
+    private var retriedOutputs: Set<Int> = []
+    /// Set when the pass must end: no new work starts, and it ends once nothing runs.
+    private var ending: Result<TaskRun.PassOutcome, any Error>?
+
+    init(run: TaskRun, manifest: DownloadManifest, writers: [Int: OutputWriter]) {
+        self.run = run
+        self.manifest = manifest
+        self.writers = writers
+    }
+
+    mutating func run(events: inout AsyncStream<RunEvent>.Iterator) async throws -> TaskRun.PassOutcome {
+        var demand: [String: Int] = [:]
+        for (index, writer) in writers.sorted(by: { $0.key < $1.key }) {
+            switch writer.kind {
+            case .single:
+                var state = SingleOutputState()
+                let record = writer.journal.output(index)
+                let (length, validator) = writer.resource
+                if let length, writer.isJournaled {
+                    state.done = record.ranges.clamped(to: 0..<length)
+                    state.rangesAllowed = validator.map { $0.hasStrongETag || $0.lastModifiedIsStrong } ?? false
+                    if !state.rangesAllowed { state.done = ByteRanges() }
+                }
+                singles[index] = state
+                if !writer.isDone(0) {
+                    enqueue(.piece(output: index, attempt: nil), demand: &demand)
+                }
+            default:
+                for segment in writer.pending { enqueue(.segment(output: index, segment: segment), demand: &demand) }
+            }
+        }
+        run.mailbox.report(.downloading(demand: demand))
+        return try await withThrowingTaskGroup(of: Void.self) { group in
+            for (index, writer) in writers where writer.isComplete { finalize(index, in: &group) }
+            while let event = await events.next() {
+                handle(event, in: &group)
+                if let outcome = finishedOutcome() {
+                    giveBackEverything()
+                    return try outcome.get()
+                }
+            }
+            // The stream ended: the run was cancelled.
+            group.cancelAll()
+            throw CancellationError()
+        }
+    }
+
+    // MARK: - Events
+
+    private mutating func handle(_ event: RunEvent, in group: inout ThrowingTaskGroup<Void, any Error>) {
+        switch event {
+        case .granted(let host, let count):
+            held[host, default: 0] += count
+            heldTotal += count
+            for _ in 0..<count { useSlot(host, in: &group, reused: false) }
+
+        case .share(let limit):
+            share = limit
+
+        case .finished(let work, let host, let result):
+            running -= 1
+            handleResult(result, of: work, host: host, in: &group)
+            // The slot: kept for the next work of its host while within the share, else given back.
+            if ending == nil, heldTotal <= share, (queuedCount[host] ?? 0) > 0 {
+                useSlot(host, in: &group, reused: true)
+            } else {
+                releaseSlot(host)
+            }
+
+        case .due(let work, _):
+            timers -= 1
+            guard ending == nil else { return }
+            var demand: [String: Int] = [:]
+            enqueue(work, demand: &demand, front: true)
+            for (host, count) in demand { run.mailbox.demand(host, count) }
+
+        case .resourceKnown(let output, let rangesAllowed, let count):
+            singles[output]?.rangesAllowed = rangesAllowed
+            guard ending == nil, count > 0 else { return }
+            var demand: [String: Int] = [:]
+            for _ in 0..<count { enqueue(.piece(output: output, attempt: nil), demand: &demand) }
+            for (host, count) in demand { run.mailbox.demand(host, count) }
+
+        case .named(let output, let proposal):
+            guard let writer = writers[output], !naming.contains(output) else { return }
+            naming.insert(output)
+            let run = self.run
+            group.addTask {
+                if let path = await run.manager.runNamesOutput(run.ticket, output: output, proposal: proposal) {
+                    writer.rename(to: path)
+                }
+                run.eventSink.yield(.nameSettled(output: output))
+            }
+
+        case .nameSettled(let output):
+            naming.remove(output)
+            if writers[output]?.isComplete == true { finalize(output, in: &group) }
+
+        case .finalized(let output, let error):
+            finalizing.remove(output)
+            guard let error else {
+                finalized.insert(output)
+                return
+            }
+            if (error.code == .checksumMismatch || error.code == .sizeMismatch), retriedOutputs.insert(output).inserted {
+                // Fetched once more from scratch before the task fails.
+                run.mailbox.report(.retrying(error))
+                restart(output)
+                return
+            }
+            end(.failure(error), cancelling: &group)
+        }
+    }
+
+    private mutating func handleResult(_ result: RunWorkResult, of work: RunWork, host: String, in group: inout ThrowingTaskGroup<Void, any Error>) {
+        switch result {
+        case .done:
+            if case .segment(let output, _) = work, let writer = writers[output], writer.isComplete {
+                finalize(output, in: &group)
+            }
+        case .idle:
+            break
+        case .retry(let delay, let state):
+            retries[work] = state
+            startTimer(work, host: host, after: delay, in: &group)
+        case .pieceEnded(let pieceID, let error, let written, let resumed):
+            guard case .piece(let output, _) = work else { return }
+            pieceEnded(output: output, pieceID: pieceID, error: error, kept: written, resumed: resumed, host: host, in: &group)
+        case .reResolve(let error):
+            // A stale URL stops new work; what is in flight finishes (its URLs work, its bytes count).
+            if ending == nil { ending = .success(.reResolve(error)) }
+        case .resetOutput(let index, let error):
+            end(.success(.resetOutput(index, error)), cancelling: &group)
+        case .networkLost(let error):
+            end(.failure(TaskRun.NetworkUnavailable(error: error)), cancelling: &group)
+        case .failed(let error):
+            end(.failure(error), cancelling: &group)
+        }
+    }
+
+    // MARK: - Slots and work
+
+    private mutating func enqueue(_ work: RunWork, demand: inout [String: Int], front: Bool = false) {
+        let host = host(of: work)
+        if front {
+            var queue = FIFO<RunWork>()
+            queue.append(work)
+            while let next = queues[host]?.popFirst() { queue.append(next) }
+            queues[host] = queue
+        } else {
+            queues[host, default: FIFO()].append(work)
+        }
+        queuedCount[host, default: 0] += 1
+        demand[host, default: 0] += 1
+    }
+
+    private func host(of work: RunWork) -> String {
+        let output: Int, segment: Int
+        switch work {
+        case .segment(let o, let s): (output, segment) = (o, s)
+        case .piece(let o, _): (output, segment) = (o, 0)
+        }
+        let urls = manifest.outputs[output].segments[segment].urls
+        let url = urls.first { !run.shared.isDead($0) } ?? urls[0]
+        return TaskRun.hostKey(url)
+    }
+
+    /// Starts the next work of `host` on a slot held for it; `reused` when the slot came from
+    /// work that just ended (the scheduler hears that the demand went down).
+    private mutating func useSlot(_ host: String, in group: inout ThrowingTaskGroup<Void, any Error>, reused: Bool) {
+        // A granted slot already took one unit of the demand; any other work started (or
+        // found to need nothing) is withdrawn from it.
+        var covered = !reused
+        while ending == nil, let work = queues[host]?.popFirst() {
+            queuedCount[host, default: 1] -= 1
+            if covered { covered = false } else { run.mailbox.withdraw(host) }
+            if start(work, host: host, in: &group) { return }
+        }
+        releaseSlot(host)
+    }
+
+    private mutating func releaseSlot(_ host: String) {
+        guard let count = held[host], count > 0 else { return }
+        held[host] = count - 1
+        heldTotal -= 1
+        run.mailbox.returned(host)
+    }
+
+    /// Starts `work` on a slot; returns false when there was nothing to do.
+    private mutating func start(_ work: RunWork, host: String, in group: inout ThrowingTaskGroup<Void, any Error>) -> Bool {
+        let run = self.run
+        switch work {
+        case .segment(let output, let segment):
+            guard let writer = writers[output], !writer.isDone(segment) else { return false }
+            let state = retries.removeValue(forKey: work)
+            running += 1
+            group.addTask {
+                let result = await run.fetchSegment(segment, of: writer, retry: state)
+                run.eventSink.yield(.finished(work, host: host, result))
+            }
+            return true
+        case .piece(let output, let attemptKey):
+            guard let writer = writers[output], !writer.isDone(0), var state = singles[output],
+                let plan = nextPiece(for: writer, &state)
+            else { return false }
+            let pieceID = state.nextPieceID
+            state.nextPieceID += 1
+            let piece = SingleOutputState.Piece(
+                start: plan.start, bound: TransferBound(end: plan.length ?? .max), attemptKey: attemptKey, isFirst: plan.isFirst)
+            state.pieces[pieceID] = piece
+            singles[output] = state
+            let retry = attemptKey.flatMap { pieceRetries.removeValue(forKey: $0) }
+            if let attemptKey, let retry { pieceRetries[attemptKey] = retry }
+            running += 1
+            group.addTask {
+                let result = await run.fetchPiece(pieceID, piece, of: writer, retry: retry)
+                run.eventSink.yield(.finished(work, host: host, result))
+            }
+            return true
+        }
+    }
+
+    /// The range a new connection of a single output fetches, or `nil` when none is worth it.
+    private func nextPiece(for writer: OutputWriter, _ state: inout SingleOutputState) -> (start: Int64, length: Int64?, isFirst: Bool)? {
+        let (length, _) = writer.resource
+        guard let length, state.rangesAllowed else {
+            // The length is not known (or ranges may not be asked for): one request for the
+            // whole resource, once.
+            guard state.pieces.isEmpty else { return nil }
+            state.done = ByteRanges()
+            return (0, nil, true)
+        }
+        var attempts = 0
+        while attempts < 4 {
+            attempts += 1
+            var covered = state.done
+            var active: [SplitPlan.Active] = []
+            for (id, piece) in state.pieces {
+                var range = piece.active(id: id)
+                range.end = min(range.end, length)
+                active.append(range)
+                if range.start < range.end { covered.insert(range.start..<range.end) }
+            }
+            let unassigned = covered.gaps(in: 0..<length)
+            switch SplitPlan.next(unassigned: unassigned, active: active, minimumPiece: run.configuration.splitting.pieceSize) {
+            case .gap(let range):
+                return (range.lowerBound, range.upperBound - range.lowerBound, false)
+            case .split(let id, let at, let end):
+                guard let piece = state.pieces[id], piece.bound.shrink(to: at - piece.start) else { continue }
+                return (at, end - at, false)
+            case .none:
+                return nil
+            }
+        }
+        return nil
+    }
+
+    // MARK: - Single outputs
+
+    private mutating func pieceEnded(
+        output: Int, pieceID: Int, error: DownloadError?, kept: Int64, resumed: Bool, host: String,
+        in group: inout ThrowingTaskGroup<Void, any Error>
+    ) {
+        guard var state = singles[output], let piece = state.pieces.removeValue(forKey: pieceID), let writer = writers[output] else { return }
+        if kept > 0 { state.done.insert(piece.start..<piece.start + kept) }
+        let (length, _) = writer.resource
+        if error == nil, length == nil, piece.isFirst {
+            // A body of unannounced length: it is complete as it came.
+            writer.learnResource(length: kept, validator: nil)
+        }
+        let resourceLength = writer.resource.length
+        if let resourceLength, state.done.contains(0..<resourceLength) {
+            singles[output] = state
+            writer.setDone(0)
+            run.progress.finish(job: nil, bytes: 0, completesSegment: true)
+            finalize(output, in: &group)
+            return
+        }
+        guard let error else {
+            singles[output] = state
+            // This connection is free: it takes the next range (or half of the busiest one's rest).
+            var demand: [String: Int] = [:]
+            enqueue(.piece(output: output, attempt: nil), demand: &demand, front: true)
+            for (host, count) in demand { run.mailbox.demand(host, count) }
+            return
+        }
+        if error.code == .rangeNotSupported {
+            // The server no longer serves ranges of it: one request for everything, again.
+            state.rangesAllowed = false
+            state.done = ByteRanges()
+        }
+        if !state.rangesAllowed, state.pieces.isEmpty { state.done = ByteRanges() }
+        singles[output] = state
+        let key = piece.attemptKey ?? { nextAttemptKey += 1; return nextAttemptKey }()
+        let urls = writer.output.segments[0].urls
+        var retry = pieceRetries.removeValue(forKey: key) ?? RetryState(
+            attempt: SegmentAttempt(
+                mirrorCount: urls.count, dead: Set(urls.indices.filter { run.shared.isDead(urls[$0]) }), sharesFile: true,
+                policy: run.policy, seed: run.seed("piece-\(output)-\(key)")),
+            next: .fetch(mirror: 0, fromScratch: false), checkpoint: nil)
+        let shared = run.shared
+        let action = retry.attempt.next(after: .failed(error, progressed: kept > 0, resumed: resumed)) { shared.wait(for: urls[$0]) }
+        run.noteFailure(error, url: nil, attempt: retry.attempt, urls: urls)
+        retry.next = action
+        switch action {
+        case .fetch:
+            run.mailbox.report(.retrying(error))
+            pieceRetries[key] = retry
+            var demand: [String: Int] = [:]
+            enqueue(.piece(output: output, attempt: key), demand: &demand, front: true)
+            for (host, count) in demand { run.mailbox.demand(host, count) }
+        case .wait(let delay, _, _):
+            run.mailbox.report(.retrying(error))
+            pieceRetries[key] = retry
+            startTimer(.piece(output: output, attempt: key), host: host, after: delay, in: &group)
+        case .waitForNetwork(let error):
+            end(.failure(TaskRun.NetworkUnavailable(error: error)), cancelling: &group)
+        case .reResolve(let error):
+            if ending == nil { ending = .success(.reResolve(error)) }
+        case .resetOutput(let error):
+            end(.success(.resetOutput(output, error)), cancelling: &group)
+        case .fail(let error):
+            end(.failure(error), cancelling: &group)
+        }
+    }
+
+    // MARK: - Ending
+
+    private mutating func startTimer(_ work: RunWork, host: String, after delay: Duration, in group: inout ThrowingTaskGroup<Void, any Error>) {
+        guard ending == nil else { return }
+        timers += 1
+        let run = self.run
+        group.addTask {
+            try? await run.configuration.sleeper.sleep(for: delay)
+            run.eventSink.yield(.due(work, host: host))
+        }
+    }
+
+    private mutating func finalize(_ output: Int, in group: inout ThrowingTaskGroup<Void, any Error>) {
+        guard let writer = writers[output], !finalizing.contains(output), !finalized.contains(output), !naming.contains(output)
+        else { return }
+        finalizing.insert(output)
+        let run = self.run
+        group.addTask {
+            let error = await run.finalize(writer)
+            run.eventSink.yield(.finalized(output: output, error))
+        }
+    }
+
+    /// An output's bytes failed their checksum or size: everything of it is fetched again.
+    private mutating func restart(_ output: Int) {
+        guard let writer = writers[output] else { return }
+        let bytes = writer.output.knownSize ?? writer.orderedLength ?? FileOperations.size(writer.partPath) ?? 0
+        run.progress.discard(bytes: bytes, segments: writer.doneCount)
+        writer.reset()
+        FileOperations.remove(writer.partPath)
+        var demand: [String: Int] = [:]
+        switch writer.kind {
+        case .single:
+            singles[output] = SingleOutputState()
+            enqueue(.piece(output: output, attempt: nil), demand: &demand)
+        default:
+            for segment in writer.pending { enqueue(.segment(output: output, segment: segment), demand: &demand) }
+        }
+        for (host, count) in demand { run.mailbox.demand(host, count) }
+    }
+
+    private mutating func end(_ outcome: Result<TaskRun.PassOutcome, any Error>, cancelling group: inout ThrowingTaskGroup<Void, any Error>) {
+        guard ending == nil || { if case .success(.reResolve) = ending! { return true } else { return false } }() else { return }
+        ending = outcome
+        group.cancelAll()
+    }
+
+    /// The pass's outcome once it is over: every output finished, or an ending with nothing left
+    /// running.
+    private func finishedOutcome() -> Result<TaskRun.PassOutcome, any Error>? {
+        if let ending {
+            return running == 0 && naming.isEmpty && finalizing.isEmpty ? ending : nil
+        }
+        let allFinished = writers.keys.allSatisfy { finalized.contains($0) }
+        return allFinished && running == 0 ? .success(.complete) : nil
+    }
+
+    /// The pass is over: slots and demand go back to the scheduler.
+    private mutating func giveBackEverything() {
+        for (host, count) in held where count > 0 { run.mailbox.returned(host, count) }
+        for (host, count) in queuedCount where count > 0 { run.mailbox.withdraw(host, count) }
+        held.removeAll()
+        heldTotal = 0
+        queues.removeAll()
+        queuedCount.removeAll()
+    }
+}

@@ -1,0 +1,563 @@
+import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// Where a transfer's bytes went, as its hooks learn it on the engine thread.
+private final class Landing: Sendable {
+    private struct State {
+        /// The offset in the output file, `nil` while the bytes go elsewhere (a stash, memory).
+        var base: Int64?
+        var onDisk: Int64 = 0
+    }
+
+    private let state: Mutex<State>
+
+    init(base: Int64?, onDisk: Int64) {
+        state = Mutex(State(base: base, onDisk: onDisk))
+    }
+
+    var base: Int64? { state.withLock { $0.base } }
+
+    func land(at base: Int64) { state.withLock { $0.base = base } }
+
+    /// The output range newly on disk, if the bytes go to the output.
+    func flushed(_ onDisk: Int64) -> Range<Int64>? {
+        state.withLock { state in
+            defer { state.onDisk = max(state.onDisk, onDisk) }
+            guard let base = state.base, onDisk > state.onDisk else { return nil }
+            return base + state.onDisk..<base + onDisk
+        }
+    }
+}
+
+extension TaskRun {
+    /// Encrypted segments are fetched into memory and decrypted there; larger ones are refused.
+    static let maxEncryptedSegmentSize = 64 << 20
+
+    // MARK: - Segments
+
+    /// Fetches one segment of an ordered, pieces, separate or cache-only output: from the cache
+    /// when it is there, else over its URLs as ``SegmentAttempt`` decides.
+    func fetchSegment(_ index: Int, of writer: OutputWriter, retry: RetryState?) async -> RunWorkResult {
+        let segment = writer.output.segments[index]
+        let urls = segment.urls
+        let job = shared.nextJob()
+        defer { progress.abandon(job: job) }
+        if retry == nil, let outcome = await fromCache(index, of: writer) { return outcome }
+        let shared = self.shared
+        var state = retry ?? RetryState(
+            attempt: SegmentAttempt(
+                mirrorCount: urls.count, dead: Set(urls.indices.filter { shared.isDead(urls[$0]) }),
+                sharesFile: writer.kind == .pieces, policy: policy, seed: seed("\(writer.index)-\(index)")),
+            next: .fetch(mirror: 0, fromScratch: false), checkpoint: nil)
+        var action = retry?.next ?? state.attempt.start { shared.wait(for: urls[$0]) }
+        while true {
+            switch action {
+            case .fetch(let mirror, let fromScratch):
+                if Task.isCancelled { return .idle }
+                if let expiresAt = manifestExpiry, expiresAt <= Date() {
+                    return .reResolve(DownloadError(.manifestExpired, "the manifest's URLs expired at \(expiresAt)"))
+                }
+                if let refusal = services.diskGate?.refusal() { return .failed(refusal) }
+                if fromScratch { state.checkpoint = nil }
+                let resumed = (state.checkpoint?.0.bytesWritten ?? 0) > 0
+                let before = state.checkpoint?.0.bytesWritten ?? 0
+                do {
+                    let verdict = try await transfer(index, of: writer, mirror: mirror, job: job, state: &state)
+                    switch verdict {
+                    case .done:
+                        return .done
+                    case .checksumMismatch(let error):
+                        state.checkpoint = nil
+                        mailbox.report(.retrying(error))
+                        action = state.attempt.next(after: .checksumMismatch(error)) { shared.wait(for: urls[$0]) }
+                    case .conflict(let error):
+                        return .resetOutput(writer.index, error)
+                    }
+                } catch let error as DownloadError {
+                    if error.isCancellation || Task.isCancelled { return .idle }
+                    progress.abandon(job: job)
+                    let after = state.checkpoint?.0.bytesWritten ?? 0
+                    action = state.attempt.next(after: .failed(error, progressed: after > before, resumed: resumed)) {
+                        shared.wait(for: urls[$0])
+                    }
+                    noteFailure(error, url: urls[mirror], attempt: state.attempt, urls: urls)
+                    if case .fetch = action { mailbox.report(.retrying(error)) }
+                    if case .wait = action { mailbox.report(.retrying(error)) }
+                } catch {
+                    return .idle
+                }
+            case .wait(let delay, let mirror, let fromScratch):
+                return .retry(after: delay, state: RetryState(
+                    attempt: state.attempt, next: .fetch(mirror: mirror, fromScratch: fromScratch), checkpoint: state.checkpoint))
+            case .waitForNetwork(let error):
+                return .networkLost(error)
+            case .reResolve(let error):
+                return .reResolve(error)
+            case .resetOutput(let error):
+                return .resetOutput(writer.index, error)
+            case .fail(let error):
+                return .failed(error)
+            }
+        }
+    }
+
+    private enum Verdict {
+        case done
+        case checksumMismatch(DownloadError)
+        case conflict(DownloadError)
+    }
+
+    /// One attempt at a segment; on failure `state.checkpoint` tells what it left on disk.
+    private func transfer(
+        _ index: Int, of writer: OutputWriter, mirror: Int, job: Int, state: inout RetryState
+    ) async throws -> Verdict {
+        let segment = writer.output.segments[index]
+        var headers = configuration.headers
+        for field in segment.headers { headers.replaceOrAdd(name: field.name, value: field.value) }
+        let checkpoint = state.checkpoint?.0
+        var request = TransferRequest(
+            url: segment.urls[mirror], range: segment.range, headers: headers, destination: .discard, resume: checkpoint,
+            expectedLength: segment.encryption == nil ? segment.expectedSize : nil)
+        let landing: Landing
+        let journal = writer.journal
+        let output = writer.index
+        switch writer.kind {
+        case .ordered where segment.encryption != nil:
+            request.destination = .memory(limit: Self.maxEncryptedSegmentSize)
+            request.resume = nil
+            landing = Landing(base: nil, onDisk: 0)
+        case .ordered:
+            let progress = self.progress
+            if let checkpoint, checkpoint.bytesWritten > 0, let offset = state.checkpointOffset {
+                // Resuming bytes already at their place in the output.
+                request.destination = .file(path: writer.partPath, offset: offset, ownsTail: false)
+                landing = Landing(base: offset, onDisk: checkpoint.bytesWritten)
+            } else if let checkpoint, checkpoint.bytesWritten > 0 {
+                // Resuming bytes in the stash.
+                request.destination = .file(path: writer.stashPath(index), offset: 0, ownsTail: true)
+                landing = Landing(base: nil, onDisk: checkpoint.bytesWritten)
+            } else {
+                request.resume = nil
+                request.destination = .file(path: writer.stashPath(index), offset: 0, ownsTail: true)
+                landing = Landing(base: nil, onDisk: 0)
+            }
+            let partPath = writer.partPath
+            request.onResponse = { response in
+                switch writer.placement(of: index, length: response.spanLength, progress: progress) {
+                case .conflict(let error):
+                    return .refuse(error)
+                case .output(let offset):
+                    if let validator = response.validator { journal.update(output) { $0.partials[index] = validator } }
+                    guard response.resumedFrom == 0, landing.base == nil else { return .proceed }
+                    landing.land(at: offset)
+                    return .redirect(to: .file(path: partPath, offset: offset, ownsTail: false))
+                case .stash:
+                    return .proceed
+                }
+            }
+        case .pieces:
+            let offset = segment.pieceOffset ?? 0
+            request.destination = .file(path: writer.partPath, offset: offset, ownsTail: false)
+            landing = Landing(base: offset, onDisk: checkpoint?.bytesWritten ?? 0)
+            request.onResponse = { response in
+                if let validator = response.validator { journal.update(output) { $0.partials[index] = validator } }
+                return .proceed
+            }
+        case .separate:
+            request.destination = .file(path: FileLayout.partPath(separatePath(index, of: writer)), offset: 0, ownsTail: true)
+            landing = Landing(base: nil, onDisk: 0)
+        case .cacheOnly, .single:
+            request.destination = .file(path: writer.stashPath(index), offset: 0, ownsTail: true)
+            landing = Landing(base: nil, onDisk: 0)
+        }
+        request.onFlush = { onDisk in
+            if let range = landing.flushed(onDisk) { writer.written(range) }
+        }
+        let progress = self.progress
+        let result: TransferResult
+        do {
+            result = try await services.engine.transfer(request) { update in
+                progress.update(job: job, bytes: update.bytesWritten)
+            }
+        } catch var error as DownloadError {
+            if let saved = error.checkpoint, saved.bytesWritten > 0, case .file = request.destination {
+                state.checkpoint = (saved, mirror: mirror)
+                state.checkpointOffset = landing.base
+            } else if error.checkpoint != nil {
+                state.checkpoint = nil
+            }
+            if error.code == .contentChanged, writer.kind == .ordered, error.message.contains("now has") {
+                error.httpStatus = nil
+            }
+            throw error
+        }
+        state.checkpoint = nil
+        return try await complete(index, of: writer, result: result, landing: landing, job: job)
+    }
+
+    /// The end of a successful transfer: verified, decrypted, put in place, recorded.
+    private func complete(
+        _ index: Int, of writer: OutputWriter, result: TransferResult, landing: Landing, job: Int
+    ) async throws -> Verdict {
+        let segment = writer.output.segments[index]
+        let executor = services.executor
+        switch writer.kind {
+        case .ordered where segment.encryption != nil:
+            let body = [UInt8](result.body ?? Data())
+            if let checksum = segment.checksum {
+                let actual = Checksum.compute(checksum.algorithm, bytes: body)
+                if actual != checksum {
+                    return .checksumMismatch(DownloadError(
+                        .checksumMismatch, "checksum mismatch: \(checksum.algorithm) of segment \(index + 1) is \(actual.hexDigest), expected \(checksum.hexDigest)"))
+                }
+            }
+            let encryption = segment.encryption!
+            let key = try await shared.keys.key(for: encryption.keyURL, engine: services.engine, headers: configuration.headers)
+            let plain = try await executor.run { () throws(DownloadError) -> [UInt8] in
+                try AES128CBC.decrypt(body, key: key, iv: encryption.iv)
+            }
+            if let conflict = writer.learnSize(of: index, Int64(plain.count), progress: progress) { return .conflict(conflict) }
+            progress.abandon(job: job)
+            writer.park(index, .memory(plain))
+            try await placeParked(writer)
+            return .done
+        case .ordered:
+            if let base = landing.base {
+                if let checksum = segment.checksum {
+                    let path = writer.partPath, length = result.bytesWritten
+                    if let mismatch = try await mismatch({ () throws(DownloadError) in
+                        try checksum.verify(fileAt: path, range: ByteRange(offset: base, length: max(1, length)))
+                    }) {
+                        return .checksumMismatch(mismatch)
+                    }
+                }
+                writer.journal.update(writer.index) { $0.partials[index] = nil }
+                writer.setDone(index)
+                progress.finish(job: job, bytes: result.bytesWritten, completesSegment: true)
+            } else {
+                let stash = writer.stashPath(index)
+                if let conflict = writer.learnSize(of: index, result.bytesWritten, progress: progress) { return .conflict(conflict) }
+                if let checksum = segment.checksum {
+                    if let mismatch = try await mismatch({ () throws(DownloadError) in try checksum.verify(fileAt: stash) }) {
+                        return .checksumMismatch(mismatch)
+                    }
+                }
+                progress.abandon(job: job)
+                writer.park(index, .file(path: stash, owned: true))
+            }
+            try await placeParked(writer)
+            return .done
+        case .pieces:
+            if let checksum = segment.checksum {
+                let path = writer.partPath, offset = segment.pieceOffset ?? 0, length = result.bytesWritten
+                if let mismatch = try await mismatch({ () throws(DownloadError) in
+                    try checksum.verify(fileAt: path, range: ByteRange(offset: offset, length: max(1, length)))
+                }) {
+                    writer.journal.update(writer.index) { record in
+                        record.ranges.remove(offset..<offset + max(1, length))
+                    }
+                    return .checksumMismatch(mismatch)
+                }
+            }
+            writer.journal.update(writer.index) { $0.partials[index] = nil }
+            writer.setDone(index)
+            progress.finish(job: job, bytes: result.bytesWritten, completesSegment: true)
+            return .done
+        case .separate:
+            let final = separatePath(index, of: writer)
+            let part = FileLayout.partPath(final)
+            if let mismatch = try await mismatch({ () throws(DownloadError) in
+                if let checksum = segment.checksum { try checksum.verify(fileAt: part) }
+                try FileOperations.rename(part, to: final)
+            }) {
+                return .checksumMismatch(mismatch)
+            }
+            writer.setDone(index)
+            progress.finish(job: job, bytes: result.bytesWritten, completesSegment: true)
+            return .done
+        case .cacheOnly, .single:
+            let stash = writer.stashPath(index)
+            let key = cacheKey(index, of: writer)
+            let cache = services.cache
+            if let mismatch = try await mismatch({ () throws(DownloadError) in
+                defer { FileOperations.remove(stash) }
+                if let checksum = segment.checksum { try checksum.verify(fileAt: stash) }
+                try cache?.insert(key, from: stash, checksum: segment.checksum)
+            }) {
+                return .checksumMismatch(mismatch)
+            }
+            writer.setDone(index)
+            progress.finish(job: job, bytes: result.bytesWritten, completesSegment: true)
+            return .done
+        }
+    }
+
+    /// Runs `body` off the cooperative pool; returns its checksum mismatch, throws anything else.
+    private func mismatch(_ body: @escaping @Sendable () throws(DownloadError) -> Void) async throws -> DownloadError? {
+        do {
+            try await services.executor.run(body)
+            return nil
+        } catch {
+            if error.code == .checksumMismatch { return error }
+            throw error
+        }
+    }
+
+    /// Writes the parked segments of an ordered output whose places are now known.
+    func placeParked(_ writer: OutputWriter) async throws(DownloadError) {
+        let ready = writer.takePlaceable()
+        guard !ready.isEmpty else { return }
+        let progress = self.progress
+        try await services.executor.run { () throws(DownloadError) in
+            for (segment, parked, offset) in ready {
+                let size = try FileOperations.write(parked, to: writer.partPath, at: offset)
+                writer.written(offset..<offset + size)
+                writer.setDone(segment)
+                progress.finish(job: nil, bytes: size, completesSegment: true)
+            }
+        }
+    }
+
+    /// A segment the cache has: put in place without a request; `nil` on a miss.
+    private func fromCache(_ index: Int, of writer: OutputWriter) async -> RunWorkResult? {
+        guard let cache = services.cache, writer.kind != .single else { return nil }
+        let segment = writer.output.segments[index]
+        let key = cacheKey(index, of: writer)
+        guard cache.contains(key) else { return nil }
+        let expected = segment.encryption == nil ? segment.expectedSize : nil
+        let executor = services.executor
+        let progress = self.progress
+        do {
+            let placed = try await executor.run { () throws(DownloadError) -> Bool in
+                guard let entry = cache.lookup(key, expectedSize: expected, checksum: segment.checksum) else { return false }
+                switch writer.kind {
+                case .cacheOnly:
+                    break
+                case .ordered:
+                    if let conflict = writer.learnSize(of: index, entry.size, progress: progress) { throw conflict }
+                    writer.park(index, .file(path: entry.path, owned: false))
+                    return true
+                case .pieces:
+                    try cache.place(entry, at: writer.partPath, offset: segment.pieceOffset ?? 0)
+                    writer.written((segment.pieceOffset ?? 0)..<(segment.pieceOffset ?? 0) + entry.size)
+                case .separate:
+                    try cache.place(entry, at: self.separatePath(index, of: writer))
+                case .single:
+                    return false
+                }
+                writer.setDone(index)
+                progress.finish(job: nil, bytes: entry.size, completesSegment: true)
+                return true
+            }
+            guard placed else { return nil }
+            if writer.kind == .ordered { try await placeParked(writer) }
+            return .done
+        } catch {
+            if error.code == .contentChanged { return .resetOutput(writer.index, error) }
+            return nil
+        }
+    }
+
+    func cacheKey(_ index: Int, of writer: OutputWriter) -> String {
+        entity.cacheKey(for: SegmentLocation(
+            outputIndex: writer.index, segmentIndex: index, outputName: writer.output.name,
+            segment: writer.output.segments[index]))
+    }
+
+    func separatePath(_ index: Int, of writer: OutputWriter) -> String {
+        let name = (try? SafePath.relative(writer.output.segments[index].name ?? "")) ?? "segment-\(index)"
+        return SafePath.join(writer.finalPath, name)
+    }
+
+    private var manifestExpiry: Date? { shared.expiry }
+
+    /// Remembers what a failure says about the URL for the other segments of the run: dead for
+    /// good, or asked not to be asked before a time (`Retry-After`).
+    func noteFailure(_ error: DownloadError, url: URL?, attempt: SegmentAttempt, urls: [URL]) {
+        for dead in attempt.deadMirrors { shared.markDead(urls[dead]) }
+        if let url, let retryAfter = error.retryAfter {
+            shared.hold(url, until: .now + min(retryAfter, policy.maxRetryAfter))
+        }
+    }
+
+    // MARK: - Single outputs
+
+    /// One connection of a single output: the first request for the whole resource (it learns
+    /// the length, the version and whether ranges may be asked for), or a range of it.
+    func fetchPiece(
+        _ pieceID: Int, _ piece: SingleOutputState.Piece, of writer: OutputWriter, retry: RetryState?
+    ) async -> RunWorkResult {
+        let segment = writer.output.segments[0]
+        let urls = segment.urls
+        let job = shared.nextJob()
+        defer { progress.abandon(job: job) }
+        let mirror: Int
+        switch retry?.next {
+        case .fetch(let chosen, _), .wait(_, let chosen, _): mirror = chosen
+        default: mirror = urls.indices.first { !shared.isDead(urls[$0]) } ?? 0
+        }
+        if let delay = shared.wait(for: urls[mirror]) {
+            // A server asked not to be asked yet: wait (without the slot) and take the range then.
+            return .pieceEnded(pieceID: pieceID, error: DownloadError(
+                .httpStatus, "the server asked to wait \(delay) before asking again", url: urls[mirror].absoluteString,
+                httpStatus: 503, retryAfter: delay), written: 0, resumed: false)
+        }
+        if piece.isFirst, retry == nil, let written = await singleFromCache(writer) {
+            return .pieceEnded(pieceID: pieceID, error: nil, written: written, resumed: false)
+        }
+        if let refusal = services.diskGate?.refusal() {
+            return .pieceEnded(pieceID: pieceID, error: refusal, written: 0, resumed: false)
+        }
+        var headers = configuration.headers
+        for field in segment.headers { headers.replaceOrAdd(name: field.name, value: field.value) }
+        let base = segment.range?.offset ?? 0
+        var range = segment.range
+        if !piece.isFirst {
+            let length = piece.bound.end == .max ? nil : piece.bound.end
+            range = ByteRange(offset: base + piece.start, length: length)
+            let (_, validator) = writer.resource
+            if let validator, validator.hasStrongETag, let etag = validator.etag {
+                headers.replaceOrAdd(name: "If-Match", value: etag)
+            } else if let validator, validator.lastModifiedIsStrong, let date = validator.lastModified {
+                headers.replaceOrAdd(name: "If-Unmodified-Since", value: date)
+            }
+        }
+        var request = TransferRequest(
+            url: urls[mirror], range: range, headers: headers,
+            destination: .file(path: writer.partPath, offset: piece.start, ownsTail: false),
+            expectedLength: piece.isFirst ? segment.expectedSize : nil)
+        request.bound = piece.bound
+        let landing = Landing(base: piece.start, onDisk: 0)
+        request.onFlush = { onDisk in
+            if let range = landing.flushed(onDisk) { writer.written(range) }
+        }
+        if piece.isFirst {
+            request.onResponse = firstResponseHook(for: writer)
+        }
+        let progress = self.progress
+        do {
+            let result = try await services.engine.transfer(request) { update in
+                progress.update(job: job, bytes: update.bytesWritten)
+            }
+            progress.finish(job: job, bytes: result.bytesWritten, completesSegment: false)
+            return .pieceEnded(pieceID: pieceID, error: nil, written: result.bytesWritten, resumed: false)
+        } catch let error as DownloadError {
+            let written = error.checkpoint?.bytesWritten ?? 0
+            if written > 0 { progress.finish(job: job, bytes: written, completesSegment: false) }
+            noteFailure(error, url: urls[mirror], attempt: retry?.attempt ?? SegmentAttempt(
+                mirrorCount: urls.count, sharesFile: true, policy: policy, seed: 0), urls: urls)
+            return .pieceEnded(pieceID: pieceID, error: error, written: written, resumed: false)
+        } catch {
+            return .pieceEnded(pieceID: pieceID, error: DownloadError(.cancelled, "cancelled"), written: 0, resumed: false)
+        }
+    }
+
+    /// What the first response of a single output tells: its length and version, whether more
+    /// connections may share it, and (for an output named by the server) its name.
+    private func firstResponseHook(for writer: OutputWriter) -> @Sendable (TransferResponse) -> ResponseDecision {
+        let splitting = configuration.splitting
+        let sink = eventSink
+        let index = writer.index
+        return { response in
+            let length = response.spanLength
+            let validator = response.validator
+            let strong = validator.map { $0.hasStrongETag || $0.lastModifiedIsStrong } ?? false
+            let rangesAllowed = response.acceptsRanges && strong && response.status != 0
+            if let length, length >= TaskRun.journalThreshold || (rangesAllowed && length >= splitting.minimumSize) {
+                writer.startJournaling()
+            } else if length == nil {
+                writer.startJournaling()
+            }
+            writer.learnResource(length: length, validator: validator)
+            var connections = 0
+            if rangesAllowed, let length, length >= splitting.minimumSize, splitting.maxConnections > 1,
+                writer.output.segments[0].range == nil
+            {
+                let pieces = length / max(1, splitting.pieceSize)
+                connections = Int(min(Int64(splitting.maxConnections - 1), max(0, pieces - 1)))
+            }
+            sink.yield(.resourceKnown(output: index, rangesAllowed: rangesAllowed, connections: connections))
+            if writer.namedByResponse {
+                let proposal = ResponseNaming.fileName(url: response.effectiveURL, headers: response.headers)
+                sink.yield(.named(output: index, proposal: proposal))
+            }
+            return .proceed
+        }
+    }
+
+    /// Single outputs larger than this are recorded in the journal as they are written.
+    static let journalThreshold: Int64 = 4 << 20
+
+    /// A single output the cache has, linked into place; its size, or `nil` on a miss.
+    private func singleFromCache(_ writer: OutputWriter) async -> Int64? {
+        guard let cache = services.cache else { return nil }
+        let key = cacheKey(0, of: writer)
+        guard cache.contains(key) else { return nil }
+        let segment = writer.output.segments[0]
+        return try? await services.executor.run { () throws(DownloadError) -> Int64? in
+            guard let entry = cache.lookup(key, expectedSize: segment.expectedSize, checksum: segment.checksum) else { return nil }
+            try cache.place(entry, at: writer.partPath)
+            return entry.size
+        }
+    }
+
+    // MARK: - Finishing an output
+
+    /// Finishes an output whose segments are all done: its partial file cut to its size,
+    /// checked against the manifest's size and checksum, and moved to its final place without
+    /// replacing any file. `nil` when done.
+    func finalize(_ writer: OutputWriter) async -> DownloadError? {
+        switch writer.kind {
+        case .cacheOnly, .separate:
+            return nil
+        case .single, .ordered, .pieces:
+            break
+        }
+        for _ in 0..<100 {
+            let destination = writer.finalPath
+            let length: Int64? = switch writer.kind {
+            case .single: writer.resource.length
+            case .ordered: writer.orderedLength
+            default: writer.output.expectedSize ?? writer.output.knownSize
+            }
+            do {
+                let moved = try await services.executor.run { () throws(DownloadError) -> Bool in
+                    let part = writer.partPath
+                    if !FileOperations.exists(part), FileOperations.exists(destination) {
+                        // Moved by an earlier run that stopped before recording it.
+                        try Self.verify(writer.output, at: destination)
+                        return true
+                    }
+                    if !FileOperations.exists(part) { try FileOperations.createEmpty(part) }
+                    if let length, FileOperations.size(part) != length { try FileOperations.truncate(part, to: length) }
+                    try Self.verify(writer.output, at: part)
+                    guard try FileOperations.moveWithoutReplacing(part, to: destination) else { return false }
+                    writer.journal.update(writer.index) { $0 = TaskJournal.Output() }
+                    return true
+                }
+                if moved { return nil }
+                // A file appeared at the destination since the name was chosen: another name.
+                guard let path = await manager.runNamesOutput(ticket, output: writer.index, proposal: nil) else {
+                    return DownloadError(.cancelled, "the task stopped")
+                }
+                writer.rename(to: path)
+            } catch {
+                return error
+            }
+        }
+        return DownloadError(.writeFailed, "no free name was found for \(writer.output.name)")
+    }
+
+    static func verify(_ output: DownloadOutput, at path: String) throws(DownloadError) {
+        if let expected = output.expectedSize, let size = FileOperations.size(path), size != expected {
+            throw DownloadError(.sizeMismatch, "\(output.name) has \(size) bytes, the manifest says \(expected)")
+        }
+        if let checksum = output.checksum { try checksum.verify(fileAt: path) }
+    }
+}
