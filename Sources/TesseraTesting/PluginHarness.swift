@@ -32,6 +32,23 @@ public final class EventLog: Sendable {
 
     /// Stops collecting.
     public func stop() { task.cancel() }
+
+    /// Whether `condition` holds for the events so far, waiting up to `timeout` for it (events
+    /// arrive asynchronously).
+    public func eventually(within timeout: Duration = .seconds(5), _ condition: ([DownloadEvent]) -> Bool) async -> Bool {
+        await TesseraTesting.eventually(within: timeout) { condition(all) }
+    }
+}
+
+/// Whether `condition` holds, checking every 10 ms for at most `timeout`: the way tests wait for
+/// something that happens asynchronously, instead of sleeping and hoping.
+public func eventually(within timeout: Duration = .seconds(5), _ condition: () async throws -> Bool) async rethrows -> Bool {
+    let deadline = ContinuousClock.now + timeout
+    while ContinuousClock.now < deadline {
+        if try await condition() { return true }
+        try? await Task.sleep(for: .milliseconds(10))
+    }
+    return try await condition()
 }
 
 /// Retry delays not waited out: 1 ms, so tasks still interleave.

@@ -111,13 +111,30 @@ public final class SegmentCache: Sendable {
     /// of that key, then evicts least recently used entries over the budget.
     @discardableResult
     public func insert(_ key: String, from path: String, checksum: Checksum? = nil) throws(DownloadError) -> Entry {
-        guard let size = FileOperations.size(path) else {
-            throw DownloadError(.writeFailed, "cannot cache \(path): the file is missing")
+        try insert(key, from: path, range: nil, checksum: checksum)
+    }
+
+    /// Files the bytes `range` selects in the file at `path` under `key` (a segment inside an
+    /// output); copied, since they are not a file of their own.
+    @discardableResult
+    public func insert(_ key: String, from path: String, range: ByteRange?, checksum: Checksum? = nil) throws(DownloadError) -> Entry {
+        let temporary = SafePath.join(directory, "tmp/\(UUID().uuidString)")
+        let size: Int64
+        if let range {
+            guard let length = range.length else {
+                throw DownloadError(.invalidRequest, "a cached range needs a length")
+            }
+            try FileOperations.copyRange(of: path, range.offset..<range.offset + length, to: temporary)
+            size = length
+        } else {
+            guard let whole = FileOperations.size(path) else {
+                throw DownloadError(.writeFailed, "cannot cache \(path): the file is missing")
+            }
+            size = whole
+            try FileOperations.linkOrCopy(path, to: temporary)
         }
         let name = Self.name(for: key)
         let data = dataPath(name)
-        let temporary = SafePath.join(directory, "tmp/\(UUID().uuidString)")
-        try FileOperations.linkOrCopy(path, to: temporary)
         try FileOperations.rename(temporary, to: data)
         let sidecar = Sidecar(key: key, size: size, checksum: checksum)
         let encoded: Data

@@ -54,6 +54,18 @@ final class CurlTransfer {
     private var buffered = 0
     /// The transfer stopped at its ``TransferRequest/bound``: a success, whatever libcurl says.
     private var reachedBound = false
+    /// When the buffer was last written out: bytes never wait in it long (a stalled server
+    /// must not keep them from the disk, and from a crash record).
+    private var lastFlush = MonotonicClock.nanoseconds()
+
+    /// Whether body bytes wait in the write buffer.
+    var hasBufferedBytes: Bool { buffered > 0 }
+
+    /// Writes the buffer out when bytes have waited in it longer than `interval` nanoseconds.
+    func flushIfStale(now: UInt64, interval: UInt64) {
+        guard buffered > 0, now &- lastFlush >= interval else { return }
+        if let error = flush(), failure == nil { failure = error }
+    }
     private var responseAnnounced = false
     private var redirected = false
     /// Body bytes received by this attempt.
@@ -357,6 +369,7 @@ final class CurlTransfer {
     /// Writes the buffered bytes to the file; then ``TransferRequest/onFlush`` learns they are there.
     @discardableResult
     func flush() -> DownloadError? {
+        lastFlush = MonotonicClock.nanoseconds()
         guard buffered > 0, let writeBuffer else { return nil }
         if let error = writeFully(writeBuffer, count: buffered, at: fileBase + written) { return error }
         written += Int64(buffered)
@@ -390,7 +403,7 @@ final class CurlTransfer {
     }
 
     /// Bytes written that no progress report has told yet.
-    var hasUnreportedProgress: Bool { pending.progress != nil && written != reportedWritten }
+    var hasUnreportedProgress: Bool { pending.progress != nil && written + Int64(buffered) != reportedWritten }
     private var reportedWritten: Int64 = -1
 
     /// Reports progress when the interval has passed (or always, when `final`).
@@ -399,9 +412,9 @@ final class CurlTransfer {
         let now = MonotonicClock.nanoseconds()
         guard final || now &- lastProgress >= core.progressIntervalNanoseconds else { return }
         lastProgress = now
-        reportedWritten = written
+        reportedWritten = written + Int64(buffered)
         handler(TransferProgress(
-            bytesReceived: received, bytesWritten: written, totalBytes: spanLength,
+            bytesReceived: received, bytesWritten: written, bytesTaken: written + Int64(buffered), totalBytes: spanLength,
             validator: validator ?? checkpointValidator))
     }
 

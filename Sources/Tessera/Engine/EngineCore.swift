@@ -153,6 +153,9 @@ final class EngineCore: @unchecked Sendable {
 
     // MARK: - Engine thread
 
+    /// Bytes wait at most this long in a transfer's write buffer.
+    static let staleBufferNanoseconds: UInt64 = 100_000_000
+
     /// The engine thread's loop; returns after ``requestShutdown()``.
     func run() {
         var running: Int32 = 0
@@ -179,13 +182,19 @@ final class EngineCore: @unchecked Sendable {
             // Bytes that arrived just before a stall would otherwise wait for the next write
             // to be reported.
             var unreported = false
-            for transfer in transfers.values where transfer.hasUnreportedProgress {
+            var holdsBytes = false
+            let now = MonotonicClock.nanoseconds()
+            for transfer in transfers.values {
+                transfer.flushIfStale(now: now, interval: Self.staleBufferNanoseconds)
+                holdsBytes = holdsBytes || transfer.hasBufferedBytes
+                guard transfer.hasUnreportedProgress else { continue }
                 transfer.reportProgress(final: false)
                 unreported = unreported || transfer.hasUnreportedProgress
             }
 
             var timeout: Int32 = rateLimited.isEmpty ? 1000 : min(1000, millisecondsUntilRateRelease)
             if unreported { timeout = min(timeout, Int32(clamping: max(1, progressIntervalNanoseconds / 1_000_000))) }
+            if holdsBytes { timeout = min(timeout, Int32(Self.staleBufferNanoseconds / 1_000_000)) }
             // Announce the sleep, then look at the inbox once more: a submission that came
             // before the announcement is seen here, one that comes after it wakes the poll.
             sleeping.store(true, ordering: .sequentiallyConsistent)

@@ -174,6 +174,9 @@ public struct TransferProgress: Sendable, Hashable {
     public var bytesReceived: Int64
     /// The bytes of the requested span on disk, counting the ones kept from the checkpoint.
     public var bytesWritten: Int64
+    /// The bytes of the span taken so far: those on disk and those still in the engine's write
+    /// buffer (what a progress display shows; ``bytesWritten`` is what a checkpoint may claim).
+    public var bytesTaken: Int64
     /// The length of the requested span, once known.
     public var totalBytes: Int64?
     /// The validator of the version being written, once the response is known; with
@@ -181,9 +184,13 @@ public struct TransferProgress: Sendable, Hashable {
     public var validator: ResourceValidator?
 
     /// Creates a progress value.
-    public init(bytesReceived: Int64, bytesWritten: Int64, totalBytes: Int64?, validator: ResourceValidator? = nil) {
+    public init(
+        bytesReceived: Int64, bytesWritten: Int64, bytesTaken: Int64? = nil, totalBytes: Int64?,
+        validator: ResourceValidator? = nil
+    ) {
         self.bytesReceived = bytesReceived
         self.bytesWritten = bytesWritten
+        self.bytesTaken = bytesTaken ?? bytesWritten
         self.totalBytes = totalBytes
         self.validator = validator
     }

@@ -112,6 +112,24 @@ enum FileOperations {
         return size
     }
 
+    /// Copies the bytes `range` of the file `source` into a new file at `path`.
+    static func copyRange(of source: String, _ range: Range<Int64>, to path: String) throws(DownloadError) {
+        let input = open(source, O_RDONLY | O_CLOEXEC)
+        guard input >= 0 else { throw systemError(errno, "could not open \(source)") }
+        defer { close(input) }
+        try createEmpty(path)
+        let output = try openForWriting(path)
+        defer { close(output) }
+        var inputOffset = range.lowerBound, outputOffset: Int64 = 0
+        while inputOffset < range.upperBound {
+            let copied = tessera_copy_file_range_at(input, &inputOffset, output, &outputOffset, Int(range.upperBound - inputOffset))
+            if copied > 0 { continue }
+            if copied < 0, errno == EINTR { continue }
+            if copied == 0 { throw DownloadError(.writeFailed, "\(source) ends before byte \(range.upperBound)") }
+            throw systemError(errno, "could not copy from \(source)")
+        }
+    }
+
     private static func openForWriting(_ path: String) throws(DownloadError) -> Int32 {
         var descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
         if descriptor < 0, errno == ENOENT {

@@ -53,9 +53,10 @@ public actor DownloadTaskManager {
     private var nextSequence = 0
     /// Output paths, by the task that owns them.
     private var claims: [String: DownloadTaskID] = [:]
-    /// What the store has not been told yet (written once per tick).
-    private var unsaved: [DownloadTaskID: StoreChange] = [:]
-    private var unsavedOrder: [DownloadTaskID] = []
+    /// What the store has not been told yet, in order (written once per tick); the index of
+    /// each task's last change, so a change that only updates it merges into that one.
+    private var unsaved: [StoreChange] = []
+    private var lastUnsaved: [DownloadTaskID: Int] = [:]
     private var dirtyGroups: Set<String> = []
     private var started = false
     private var isShutDown = false
@@ -269,6 +270,9 @@ public actor DownloadTaskManager {
         hub.finish()
     }
 
+    /// Segment slots held now, and the most ever held at once (for tests and monitoring).
+    var segmentSlots: (inUse: Int, peak: Int) { (scheduler.segmentsInUse, scheduler.peakSegmentsInUse) }
+
     // MARK: - Adding
 
     private func add(_ entity: DownloadBaseEntity, mode: DownloadTaskMode, start: Bool) throws(DownloadError)
@@ -305,9 +309,9 @@ public actor DownloadTaskManager {
         addedOrder.append(task)
         joinGroup(task)
         save(.insert(StoredTask(entity: record, task: taskRecord(task, state: .idle))))
-        apply(scheduler.handle(.added(id, sequence: task.sequence, start: false)))
-        if hub.hasSubscribers { hub.emit(.taskAdded(info(task))) }
-        if start { apply(scheduler.handle(.start(id, modeChanged: false))) }
+        if hub.hasSubscribers { hub.emit(.taskAdded(info(task, state: .idle))) }
+        // A new task queues behind the others (a known one started again jumps ahead).
+        apply(scheduler.handle(.added(id, sequence: task.sequence, start: start)))
         return info(task)
     }
 
@@ -638,6 +642,7 @@ public actor DownloadTaskManager {
             guard let task = tasks[id], let progress = task.progress else { continue }
             let snapshot = progress.snapshot
             written += max(0, snapshot.bytes - task.lastSampledBytes)
+            if snapshot.bytes != task.lastSampledBytes { save(.update(taskRecord(task, state: state(of: task)))) }
             task.lastSampledBytes = snapshot.bytes
             if let journal = task.journal, journal.isDirty { journals.append(journal) }
             guard emitProgress else { continue }
@@ -670,11 +675,11 @@ public actor DownloadTaskManager {
 
     private func save(_ change: StoreChange) {
         let id = change.taskID
-        if let existing = unsaved[id] {
-            unsaved[id] = existing.merged(with: change)
+        if case .update = change, let index = lastUnsaved[id], let merged = unsaved[index].merged(with: change) {
+            unsaved[index] = merged
         } else {
-            unsaved[id] = change
-            unsavedOrder.append(id)
+            lastUnsaved[id] = unsaved.count
+            unsaved.append(change)
         }
         ensureTicker()
     }
@@ -684,9 +689,9 @@ public actor DownloadTaskManager {
     /// may be): batches are chained in a task of their own.
     private func writeUnsaved() async {
         if !unsaved.isEmpty {
-            let batch = unsavedOrder.compactMap { unsaved[$0] }
+            let batch = unsaved
             unsaved.removeAll(keepingCapacity: true)
-            unsavedOrder.removeAll(keepingCapacity: true)
+            lastUnsaved.removeAll(keepingCapacity: true)
             let previous = lastStoreWrite, store = self.store, hub = self.hub, logger = configuration.logger
             lastStoreWrite = Task {
                 await previous?.value
@@ -879,6 +884,7 @@ public actor DownloadTaskManager {
             var state = item.task.state
             switch state {
             case .waiting, .resolving, .downloading, .interrupted:
+                // Queued again below (not ahead of the others), or left paused for a command.
                 if resuming { resumable.append(task) }
                 state = .paused
             case .removed:
@@ -897,8 +903,8 @@ public actor DownloadTaskManager {
             if hub.hasSubscribers { hub.emit(.taskAdded(info(task))) }
         }
         addedOrder.sort { $0.sequence < $1.sequence }
-        _ = scheduler.beginCommand()
-        for task in resumable { apply(scheduler.handle(.resume(task.id))) }
+        let epoch = scheduler.beginCommand()
+        for task in resumable { apply(scheduler.handle(.startIfUntouched(task.id, since: epoch))) }
         apply(scheduler.handle(.schedule))
         return RestoreReport(restored: liveTasks.map { info($0) }, skipped: skipped)
     }

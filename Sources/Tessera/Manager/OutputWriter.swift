@@ -83,6 +83,7 @@ final class OutputWriter: Sendable {
             initial.sizes = output.segments.map { segment in
                 segment.encryption == nil ? (segment.knownSize ?? -1) : -1
             }
+            Self.extendOffsets(&initial)
         }
         state = Mutex(initial)
     }
@@ -291,6 +292,7 @@ final class OutputWriter: Sendable {
             if kind == .ordered {
                 state.sizes = output.segments.map { $0.encryption == nil ? ($0.knownSize ?? -1) : -1 }
                 state.offsets = [0]
+                Self.extendOffsets(&state)
             }
             state.length = nil
             state.validator = nil

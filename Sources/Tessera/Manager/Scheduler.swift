@@ -154,6 +154,8 @@ struct Scheduler: Sendable {
     /// Tasks with a live run (resolving or downloading).
     private(set) var running: Set<DownloadTaskID> = []
     private(set) var segmentsInUse = 0
+    /// The most segment slots ever held at once.
+    private(set) var peakSegmentsInUse = 0
     private var hostsInUse: [String: Int] = [:]
     private var topWeight = 0
     /// Counts commands (see ``Entry/touchedAt``).
@@ -486,6 +488,7 @@ struct Scheduler: Sendable {
             entries[id]!.held[host, default: 0] += 1
             entries[id]!.heldTotal += 1
             segmentsInUse += 1
+            peakSegmentsInUse = max(peakSegmentsInUse, segmentsInUse)
             hostsInUse[host, default: 0] += 1
             granted[id, default: [:]][host, default: 0] += 1
         }

@@ -105,7 +105,7 @@ final class TaskJournal: Sendable {
     func recordSize(_ index: Int, segment: Int, size: Int64) {
         state.withLock { state in
             guard state.outputs[index, default: Output()].sizes[segment] != size else { return }
-            state.outputs[index]!.sizes[segment] = size
+            state.outputs[index, default: Output()].sizes[segment] = size
             state.pendingSizes.append((index, segment, size))
             state.dirty = true
         }
@@ -156,7 +156,7 @@ final class TaskJournal: Sendable {
     // MARK: - Writing
 
     private func commitLocked(_ state: inout State, now: UInt64) {
-        guard !state.closed, state.failed == nil else { return }
+        guard !state.closed else { return }
         state.lastCommit = now
         do throws(DownloadError) {
             if !state.pendingSizes.isEmpty {
@@ -171,14 +171,20 @@ final class TaskJournal: Sendable {
                 throw FileOperations.systemError(errno, "could not size \(path(slot: slot))")
             }
             state.dirty = false
+            state.failed = nil
         } catch {
+            // Kept dirty: the next commit tries again (a full disk may have room by then).
             state.failed = error
         }
     }
 
     private func appendSizes(_ state: inout State) throws(DownloadError) {
         if state.sizeLog < 0 {
-            let descriptor = open(basePath + ".sizes", O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+            var descriptor = open(basePath + ".sizes", O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+            if descriptor < 0, errno == ENOENT {
+                try FileOperations.createParent(of: basePath)
+                descriptor = open(basePath + ".sizes", O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+            }
             guard descriptor >= 0 else { throw FileOperations.systemError(errno, "could not open \(basePath).sizes") }
             state.sizeLog = descriptor
             var info = stat()

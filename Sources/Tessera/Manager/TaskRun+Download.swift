@@ -162,10 +162,16 @@ struct DownloadLoop {
                 finalized.insert(output)
                 return
             }
-            if (error.code == .checksumMismatch || error.code == .sizeMismatch), retriedOutputs.insert(output).inserted {
-                // Fetched once more from scratch before the task fails.
-                run.mailbox.report(.retrying(error))
-                restart(output)
+            if error.code == .checksumMismatch || error.code == .sizeMismatch {
+                if retriedOutputs.insert(output).inserted {
+                    // Fetched once more from scratch before the task fails.
+                    run.mailbox.report(.retrying(error))
+                    restart(output)
+                    return
+                }
+                var final = error
+                final.message = "\(error.message), again after downloading it a second time"
+                end(.failure(final), cancelling: &group)
                 return
             }
             end(.failure(error), cancelling: &group)
@@ -252,7 +258,7 @@ struct DownloadLoop {
         switch work {
         case .segment(let output, let segment):
             guard let writer = writers[output], !writer.isDone(segment) else { return false }
-            let state = retries.removeValue(forKey: work)
+            let state = retries.removeValue(forKey: work) ?? resumeState(segment, of: writer)
             running += 1
             group.addTask {
                 let result = await run.fetchSegment(segment, of: writer, retry: state)
@@ -278,6 +284,36 @@ struct DownloadLoop {
             }
             return true
         }
+    }
+
+    /// For a segment the journal says is partly on disk (an earlier run stopped in its middle):
+    /// where its bytes are and the version they belong to, to continue from.
+    private func resumeState(_ segment: Int, of writer: OutputWriter) -> RetryState? {
+        let offset: Int64?, size: Int64?
+        switch writer.kind {
+        case .ordered:
+            offset = writer.offset(of: segment)
+            size = writer.size(of: segment)
+        case .pieces:
+            offset = writer.output.segments[segment].pieceOffset
+            size = writer.output.segments[segment].knownSize
+        default:
+            return nil
+        }
+        let record = writer.journal.output(writer.index)
+        guard let offset, let validator = record.partials[segment], validator.ifRangeValue != nil else { return nil }
+        var kept = record.ranges.contiguousCount(from: offset)
+        if let size { kept = min(kept, size - 1) }
+        guard kept > 0 else { return nil }
+        let urls = writer.output.segments[segment].urls
+        let shared = run.shared
+        var attempt = SegmentAttempt(
+            mirrorCount: urls.count, dead: Set(urls.indices.filter { shared.isDead(urls[$0]) }),
+            sharesFile: writer.kind == .pieces, policy: run.policy, seed: run.seed("\(writer.index)-\(segment)"))
+        let next = attempt.start { shared.wait(for: urls[$0]) }
+        return RetryState(
+            attempt: attempt, next: next, checkpoint: (TransferCheckpoint(bytesWritten: kept, validator: validator), mirror: 0),
+            checkpointOffset: offset)
     }
 
     /// The range a new connection of a single output fetches, or `nil` when none is worth it.

@@ -183,7 +183,7 @@ extension TaskRun {
         let result: TransferResult
         do {
             result = try await services.engine.transfer(request) { update in
-                progress.update(job: job, bytes: update.bytesWritten)
+                progress.update(job: job, bytes: update.bytesTaken)
             }
         } catch var error as DownloadError {
             if let saved = error.checkpoint, saved.bytesWritten > 0, case .file = request.destination {
@@ -402,7 +402,7 @@ extension TaskRun {
         case .fetch(let chosen, _), .wait(_, let chosen, _): mirror = chosen
         default: mirror = urls.indices.first { !shared.isDead(urls[$0]) } ?? 0
         }
-        if let delay = shared.wait(for: urls[mirror]) {
+        if retry == nil, let delay = shared.wait(for: urls[mirror]) {
             // A server asked not to be asked yet: wait (without the slot) and take the range then.
             return .pieceEnded(pieceID: pieceID, error: DownloadError(
                 .httpStatus, "the server asked to wait \(delay) before asking again", url: urls[mirror].absoluteString,
@@ -443,7 +443,7 @@ extension TaskRun {
         let progress = self.progress
         do {
             let result = try await services.engine.transfer(request) { update in
-                progress.update(job: job, bytes: update.bytesWritten)
+                progress.update(job: job, bytes: update.bytesTaken)
             }
             progress.finish(job: job, bytes: result.bytesWritten, completesSegment: false)
             return .pieceEnded(pieceID: pieceID, error: nil, written: result.bytesWritten, resumed: false)
@@ -464,7 +464,11 @@ extension TaskRun {
         let splitting = configuration.splitting
         let sink = eventSink
         let index = writer.index
+        let progress = self.progress
         return { response in
+            if writer.resource.length == nil, let length = response.spanLength, writer.output.segments[0].knownSize == nil {
+                progress.learnedSize(length)
+            }
             let length = response.spanLength
             let validator = response.validator
             let strong = validator.map { $0.hasStrongETag || $0.lastModifiedIsStrong } ?? false
@@ -536,9 +540,13 @@ extension TaskRun {
                     }
                     if !FileOperations.exists(part) { try FileOperations.createEmpty(part) }
                     if let length, FileOperations.size(part) != length { try FileOperations.truncate(part, to: length) }
+                    if writer.kind == .single, let checksum = writer.output.segments[0].checksum {
+                        try checksum.verify(fileAt: part)
+                    }
                     try Self.verify(writer.output, at: part)
                     guard try FileOperations.moveWithoutReplacing(part, to: destination) else { return false }
                     writer.journal.update(writer.index) { $0 = TaskJournal.Output() }
+                    self.fillCache(from: writer, at: destination)
                     return true
                 }
                 if moved { return nil }
@@ -552,6 +560,29 @@ extension TaskRun {
             }
         }
         return DownloadError(.writeFailed, "no free name was found for \(writer.output.name)")
+    }
+
+    /// Files the output's content-addressed segments (those with a checksum, which any entity
+    /// may share) in the cache: a single-segment output by a link to the finished file, a segment
+    /// inside an output by a copy of its bytes. Segments without a checksum are the task's own and
+    /// stay out (`startCache` fills the cache with them). Blocking; errors only cost the cache.
+    private func fillCache(from writer: OutputWriter, at path: String) {
+        guard let cache = services.cache, mode == .download else { return }
+        switch writer.kind {
+        case .single:
+            let segment = writer.output.segments[0]
+            guard let checksum = segment.checksum else { return }
+            _ = try? cache.insert(cacheKey(0, of: writer), from: path, checksum: checksum)
+        case .ordered:
+            for (index, segment) in writer.output.segments.enumerated() where segment.checksum != nil && segment.encryption == nil {
+                guard let offset = writer.offset(of: index), let size = writer.size(of: index), size > 0 else { continue }
+                let key = cacheKey(index, of: writer)
+                guard !cache.contains(key) else { continue }
+                _ = try? cache.insert(key, from: path, range: ByteRange(offset: offset, length: size), checksum: segment.checksum)
+            }
+        default:
+            return
+        }
     }
 
     static func verify(_ output: DownloadOutput, at path: String) throws(DownloadError) {

@@ -135,6 +135,8 @@ struct TaskRun: Sendable {
         if let journal = shared.journal {
             await services.executor.run { journal.close() }
         }
+        // Stopped by a command, or the process going away: the task stays as recorded.
+        guard ending != .stopped else { return }
         mailbox.report(.ended(ending, cause))
     }
 

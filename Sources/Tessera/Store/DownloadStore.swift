@@ -42,14 +42,19 @@ public enum StoreChange: Sendable, Equatable {
         }
     }
 
-    /// One change with the effect of `self` then `next` (both about the same task).
-    public func merged(with next: StoreChange) -> StoreChange {
+    /// One change with the effect of `self` then `next` (both about the same task), when one
+    /// change can have it: an update after an insert or an update. `nil` otherwise (a remove
+    /// then an insert puts the task last, which no single change says).
+    public func merged(with next: StoreChange) -> StoreChange? {
+        guard taskID == next.taskID else { return nil }
         switch (self, next) {
         case (.insert(var task), .update(let record)):
             task.task = record
             return .insert(task)
-        case (_, .remove), (_, .insert), (.update, .update), (.remove, .update):
+        case (.update, .update):
             return next
+        default:
+            return nil
         }
     }
 }

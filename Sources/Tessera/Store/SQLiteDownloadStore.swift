@@ -6,10 +6,11 @@ import Synchronization
 /// The default persistent ``DownloadStore``: one SQLite file (through GRDB), in WAL mode, that
 /// survives restarts and crashes.
 ///
-/// Every write is one transaction, so a crash leaves either all of a write or none of it; a
-/// batch of segment progress (``saveSegments(_:)``) is one transaction however large it is.
-/// ``update(_:)`` rewrites the manifest (which can be large) only when
-/// ``TaskRecord/manifestRevision`` differs from the stored one.
+/// Every batch (``apply(_:)``) is one transaction, so a crash leaves either all of it or none;
+/// a manager writes one batch per tick, however many tasks changed. An update rewrites the
+/// manifest (which can be large) only when ``TaskRecord/manifestRevision`` differs from the
+/// stored one. Commits use `synchronous = NORMAL` in WAL mode: a killed process loses nothing
+/// committed, a power loss at most the last commits.
 ///
 /// Opening is careful with what it finds at the path: a file that is not an SQLite database,
 /// an SQLite database of another application, or a state file written by a newer Tessera is
@@ -20,7 +21,7 @@ import Synchronization
 /// A task whose row cannot be read back (a value of the wrong type, JSON that no longer
 /// decodes) does not stop the others from loading: ``loadAll()`` skips it, leaves its row as it
 /// is, logs a warning and lists it in ``unreadableTasks``. Adding the same task again replaces
-/// the damaged row (keeping its segment progress), and ``remove(_:)`` deletes it.
+/// the damaged row, and removing it deletes it.
 public final class SQLiteDownloadStore: DownloadStore {
     /// A stored task that could not be read back.
     public struct UnreadableTask: Sendable, Equatable, CustomStringConvertible {
@@ -49,7 +50,7 @@ public final class SQLiteDownloadStore: DownloadStore {
 
     /// What ``load()`` found: the tasks that could be read, and those that could not.
     public struct LoadResult: Sendable {
-        /// The readable tasks, in insertion order, each with its segments sorted.
+        /// The readable tasks, in insertion order.
         public var tasks: [StoredTask]
         /// The tasks that were skipped because their rows are damaged.
         public var unreadable: [UnreadableTask]
@@ -129,6 +130,8 @@ public final class SQLiteDownloadStore: DownloadStore {
             // The same checks again, now under the pool (a write-ahead log may have held more).
             _ = try pool.read { db in try Self.classify(db, path: path) }
             try Self.migrator.migrate(pool)
+            // Readers opened before the migration still know the old schema: none is kept.
+            pool.invalidateReadOnlyConnections()
         } catch let error as DownloadError {
             throw error
         } catch {
@@ -158,7 +161,7 @@ public final class SQLiteDownloadStore: DownloadStore {
 
     // MARK: - DownloadStore
 
-    /// Every readable task, with its entity and segment progress, in insertion order.
+    /// Every readable task, with its entity, in insertion order.
     ///
     /// Tasks whose rows are damaged are skipped (see ``load()`` and ``unreadableTasks``);
     /// a failure to read the file at all throws.
@@ -216,9 +219,8 @@ public final class SQLiteDownloadStore: DownloadStore {
                     case .insert(let task): try Self.insert(task, lastError: lastError, manifest: manifest, in: db)
                     case .update(let record): try Self.update(record, lastError: lastError, in: db, path: path)
                     case .remove(let id):
-                        try db.execute(
-                            sql: "DELETE FROM tasks WHERE entityType = ? AND entityKey = ? AND variantKey = ?",
-                            arguments: [id.entityType, id.entityKey, id.variantKey])
+                        try db.cachedStatement(sql: "DELETE FROM tasks WHERE entityType = ? AND entityKey = ? AND variantKey = ?")
+                            .execute(arguments: [id.entityType, id.entityKey, id.variantKey])
                     }
                 }
             }
@@ -227,7 +229,7 @@ public final class SQLiteDownloadStore: DownloadStore {
 
     private static func insert(_ task: StoredTask, lastError: String?, manifest: String?, in db: Database) throws {
         let id = task.task.id
-        try db.execute(
+        try db.cachedStatement(
             sql: """
                 INSERT INTO tasks (
                     entityType, entityKey, variantKey, sequence, title, aggregationKey, groupType,
@@ -243,7 +245,8 @@ public final class SQLiteDownloadStore: DownloadStore {
                     lastError = excluded.lastError, manifest = excluded.manifest,
                     manifestRevision = excluded.manifestRevision, addedAt = excluded.addedAt,
                     bytesDone = excluded.bytesDone, segmentsDone = excluded.segmentsDone
-                """,
+                """
+        ).execute(
             arguments: [
                 id.entityType, id.entityKey, id.variantKey, task.task.sequence, task.entity.title,
                 task.entity.aggregationKey, task.entity.groupType, task.entity.destinationDirectory,
@@ -279,7 +282,8 @@ public final class SQLiteDownloadStore: DownloadStore {
             arguments += [manifest, task.manifestRevision]
         }
         arguments += [rowID]
-        try db.execute(sql: "UPDATE tasks SET \(assignments) WHERE id = ?", arguments: arguments)
+        // Two forms only (with and without the manifest): both prepared once per connection.
+        try db.cachedStatement(sql: "UPDATE tasks SET \(assignments) WHERE id = ?").execute(arguments: arguments)
     }
 
     // MARK: - Writing

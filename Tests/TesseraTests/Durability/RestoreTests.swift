@@ -52,7 +52,7 @@ import TesseraTesting
 
             let stored = try await store.loadAll()
             #expect(stored.first?.task.state == .downloading)
-            #expect(stored.first?.segments.filter(\.isDone).count == 3)
+            #expect(stored.first?.task.segmentsDone == 3)
 
             let second = reopen(harness, store: store)
             let report = try await second.restore()
@@ -108,7 +108,7 @@ import TesseraTesting
         let record = EntityRecord(
             entityType: "vanished-plugin", entityKey: "k", variantKey: "", title: "t", aggregationKey: nil,
             groupType: "DownloadTaskGroup", destinationDirectory: "", payload: Data("{}".utf8))
-        try await store.insert(StoredTask(entity: record, task: TaskRecord(id: record.taskID, state: .waiting, mode: .download, weight: 0, sequence: 1)))
+        try await store.apply([.insert(StoredTask(entity: record, task: TaskRecord(id: record.taskID, state: .waiting, mode: .download, weight: 0, sequence: 1)))])
         let root = TemporaryDirectory("restore-unknown")
         defer { root.cleanUp() }
         let manager = DownloadTaskManager(configuration: .init(downloadRoot: root.path), engine: try CurlEngine(configuration: .forTests()), store: store)

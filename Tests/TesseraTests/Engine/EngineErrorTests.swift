@@ -93,7 +93,7 @@ import TesseraTesting
             origin.inject(.redirect(to: location), at: "/evil")
             let file = directory.file("evil.bin")
             let error = try #require(await failure(.download(origin.url("/evil"), to: file)))
-            #expect(error.code == .unsupportedScheme)
+            #expect(error.code == .unsafeInput)
             #expect(error.message.contains(location))
             #expect(fileSize(file) == nil)
         }
@@ -215,7 +215,7 @@ import TesseraTesting
         #expect(CurlTransfer.errorCode(for: CURLE_PARTIAL_FILE, osErrno: 0) == .connectionLost)
         #expect(CurlTransfer.errorCode(for: CURLE_RECV_ERROR, osErrno: ECONNRESET) == .connectionLost)
         #expect(CurlTransfer.errorCode(for: CURLE_PEER_FAILED_VERIFICATION, osErrno: 0) == .tlsFailure)
-        #expect(CurlTransfer.errorCode(for: CURLE_UNSUPPORTED_PROTOCOL, osErrno: 0) == .unsupportedScheme)
+        #expect(CurlTransfer.errorCode(for: CURLE_UNSUPPORTED_PROTOCOL, osErrno: 0) == .unsafeInput)
         #expect(CurlTransfer.errorCode(for: CURLE_TOO_MANY_REDIRECTS, osErrno: 0) == .tooManyRedirects)
         #expect(CurlTransfer.errorCode(for: CURLE_SSL_CONNECT_ERROR, osErrno: 0) == .tlsFailure)
         #expect(DownloadError(.dnsFailure, "x").isNetworkUnavailable)

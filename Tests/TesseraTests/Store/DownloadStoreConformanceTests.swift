@@ -82,24 +82,22 @@ enum StoreSamples {
 
     static func record(
         _ id: DownloadTaskID, state: DownloadTaskState = .idle, mode: DownloadTaskMode = .download, weight: Int = 0,
-        sequence: Int = 1, manifest: DownloadManifest? = nil, manifestRevision: Int = 0
+        sequence: Int = 1, manifest: DownloadManifest? = nil, manifestRevision: Int = 0, bytesDone: Int64 = 0,
+        segmentsDone: Int = 0
     ) -> TaskRecord {
         TaskRecord(
             id: id, state: state, mode: mode, weight: weight, sequence: sequence, manifest: manifest,
-            manifestRevision: manifestRevision, addedAt: Date(timeIntervalSinceReferenceDate: 700_000_000.125))
+            manifestRevision: manifestRevision, addedAt: Date(timeIntervalSinceReferenceDate: 700_000_000.125),
+            bytesDone: bytesDone, segmentsDone: segmentsDone)
     }
 
-    static func task(_ id: DownloadTaskID, sequence: Int = 1, segments: [SegmentProgress] = []) -> StoredTask {
-        StoredTask(entity: entity(id), task: record(id, sequence: sequence), segments: segments)
+    static func task(_ id: DownloadTaskID, sequence: Int = 1, bytesDone: Int64 = 0, segmentsDone: Int = 0) -> StoredTask {
+        StoredTask(entity: entity(id), task: record(id, sequence: sequence, bytesDone: bytesDone, segmentsDone: segmentsDone))
     }
 
-    static func progress(
-        _ id: DownloadTaskID, _ output: Int, _ segment: Int, bytes: Int64 = 100, done: Bool = false,
-        validator: ResourceValidator? = nil, cacheKey: String? = nil
-    ) -> SegmentProgress {
-        SegmentProgress(
-            taskID: id, outputIndex: output, segmentIndex: segment, isDone: done, bytesWritten: bytes,
-            validator: validator, cacheKey: cacheKey)
+    /// A task whose entity is another task's: every store must refuse to insert it.
+    static func mismatched(_ key: String = "task") -> StoredTask {
+        StoredTask(entity: entity(id("entity-of-\(key)")), task: record(id(key)))
     }
 
     /// A manifest that uses every field: several outputs of each assembly, ranges, checksums,
@@ -155,14 +153,8 @@ enum StoreSamples {
         let record = TaskRecord(
             id: id, state: .interrupted(.diskSpace), mode: .cacheOnly, weight: -42, sequence: sequence, resolveCount: 3,
             lastError: error, manifest: try richManifest(), manifestRevision: 5,
-            addedAt: Date(timeIntervalSinceReferenceDate: 765_432_109.987654))
-        let segments = [
-            progress(id, 0, 0, bytes: 1000, done: true, validator: ResourceValidator(etag: "\"abc#1\"", lastModified: "Tue, 15 Nov 1994 12:45:26 GMT", lastModifiedIsStrong: false), cacheKey: "sha256:ab#0/ü"),
-            progress(id, 0, 1, bytes: 512, validator: ResourceValidator(etag: "W/\"weak\"")),
-            progress(id, 1, 2, bytes: Int64.max, done: true, cacheKey: "キャッシュ#2"),
-            progress(id, 2, 0, bytes: 0, validator: ResourceValidator()),
-        ]
-        return StoredTask(entity: entity, task: record, segments: segments)
+            addedAt: Date(timeIntervalSinceReferenceDate: 765_432_109.987654), bytesDone: 5_000_000_123, segmentsDone: 17)
+        return StoredTask(entity: entity, task: record)
     }
 
     static let allStates: [DownloadTaskState] = [
@@ -189,7 +181,7 @@ enum StoreSamples {
     func aTaskRoundTripsEveryField(_ kind: StoreKind) async throws {
         try await withStore(kind) { subject in
             let task = try S.richTask(S.id("cid:1001", variant: "1080p"))
-            try await subject.store.insert(task)
+            try await subject.store.apply([.insert(task)])
             #expect(try await subject.loadAll() == [task])
         }
     }
@@ -205,17 +197,17 @@ enum StoreSamples {
             let record = TaskRecord(
                 id: id, state: .idle, mode: .download, weight: 0, sequence: 0, resolveCount: 0, lastError: bare,
                 manifest: DownloadManifest(outputs: []), manifestRevision: 0, addedAt: Date(timeIntervalSinceReferenceDate: 0))
-            try await subject.store.insert(StoredTask(entity: entity, task: record, segments: [S.progress(id, 0, 0, bytes: 0)]))
             var other = S.task(S.id("nothing"))
             other.task.lastError = nil
             other.task.manifest = nil
-            try await subject.store.insert(other)
+            try await subject.store.apply([.insert(StoredTask(entity: entity, task: record)), .insert(other)])
             let loaded = try await subject.loadAll()
-            #expect(loaded == [StoredTask(entity: entity, task: record, segments: [S.progress(id, 0, 0, bytes: 0)]), other])
+            #expect(loaded == [StoredTask(entity: entity, task: record), other])
             #expect(loaded.first?.task.lastError?.url == nil)
             #expect(loaded.first?.task.lastError?.httpStatus == nil)
-            #expect(loaded.first?.segments.first?.validator == nil)
+            #expect(loaded.first?.task.manifest?.outputs.isEmpty == true)
             #expect(loaded.last?.task.manifest == nil)
+            #expect(loaded.last?.task.lastError == nil)
         }
     }
 
@@ -227,20 +219,55 @@ enum StoreSamples {
                 for mode in [DownloadTaskMode.download, .cacheOnly] {
                     let id = S.id("state-\(index)-\(mode.rawValue)")
                     let task = StoredTask(entity: S.entity(id), task: S.record(id, state: state, mode: mode, sequence: expected.count))
-                    try await subject.store.insert(task)
+                    try await subject.store.apply([.insert(task)])
                     expected.append(task)
                 }
             }
             #expect(try await subject.loadAll() == expected)
-            // And through update as well.
+            // And through update as well (all of them in one batch).
+            var changes: [StoreChange] = []
             for (index, task) in expected.enumerated() {
                 var record = task.task
                 record.state = S.allStates[(index + 5) % S.allStates.count]
                 record.mode = record.mode == .download ? .cacheOnly : .download
-                try await subject.store.update(record)
+                changes.append(.update(record))
                 expected[index].task = record
             }
+            try await subject.store.apply(changes)
             #expect(try await subject.loadAll() == expected)
+        }
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func progressSummariesRoundTripThroughInsertAndUpdate(_ kind: StoreKind) async throws {
+        try await withStore(kind) { subject in
+            let values: [(Int64, Int)] = [(0, 0), (1, 1), (4096, 3), (5_000_000_123, 17), (Int64.max, Int(Int32.max)), (Int64.max - 1, 1_000_000)]
+            var expected: [StoredTask] = []
+            for (index, (bytes, segments)) in values.enumerated() {
+                let task = S.task(S.id("progress-\(index)"), sequence: index, bytesDone: bytes, segmentsDone: segments)
+                expected.append(task)
+            }
+            try await subject.store.apply(expected.map { .insert($0) })
+            let loaded = try await subject.loadAll()
+            #expect(loaded == expected)
+            #expect(loaded.map(\.task.bytesDone) == values.map(\.0))
+            #expect(loaded.map(\.task.segmentsDone) == values.map(\.1))
+
+            // Updates change the summary, up and down, and leave the other tasks' summaries alone.
+            var record = expected[2].task
+            record.bytesDone = 8192
+            record.segmentsDone = 4
+            try await subject.store.apply([.update(record)])
+            expected[2].task = record
+            #expect(try await subject.loadAll() == expected)
+            record.bytesDone = 0
+            record.segmentsDone = 0
+            try await subject.store.apply([.update(record)])
+            expected[2].task = record
+            let reset = try await subject.loadAll()
+            #expect(reset == expected)
+            #expect(reset[2].task.bytesDone == 0)
+            #expect(reset[3].task.bytesDone == 5_000_000_123)
         }
     }
 
@@ -257,13 +284,21 @@ enum StoreSamples {
                 DownloadTaskID(entityType: "url", entityKey: "https://example.com/a?b=c&d=%20#frag", variantKey: "'; DROP TABLE tasks; --"),
             ]
             for (index, id) in ids.enumerated() {
-                try await subject.store.insert(S.task(id, sequence: index, segments: [S.progress(id, 0, index, cacheKey: "key#\(index)/ü")]))
+                try await subject.store.apply([.insert(S.task(id, sequence: index, bytesDone: Int64(index) * 100, segmentsDone: index))])
             }
             let loaded = try await subject.loadAll()
             #expect(loaded.map(\.task.id) == ids)
             #expect(loaded.map(\.entity.taskID) == ids)
-            #expect(loaded.map { $0.segments.map(\.segmentIndex) } == ids.indices.map { [$0] })
-            try await subject.store.remove(ids[0])
+            #expect(loaded.map(\.task.segmentsDone) == Array(ids.indices))
+            // Updating one touches only that one.
+            var record = loaded[1].task
+            record.state = .paused
+            record.bytesDone = 4242
+            try await subject.store.apply([.update(record)])
+            let updated = try await subject.loadAll()
+            #expect(updated.map(\.task.state) == ids.indices.map { $0 == 1 ? .paused : .idle })
+            #expect(updated.map(\.task.bytesDone) == ids.indices.map { $0 == 1 ? 4242 : Int64($0) * 100 })
+            try await subject.store.apply([.remove(ids[0])])
             #expect(try await subject.loadAll().map(\.task.id) == Array(ids.dropFirst()))
         }
     }
@@ -275,85 +310,68 @@ enum StoreSamples {
         try await withStore(kind) { subject in
             let keys = (0..<40).map { "k\(($0 * 17) % 40)" }
             for (index, key) in keys.enumerated() {
-                try await subject.store.insert(S.task(S.id(key), sequence: 1000 - index))
+                try await subject.store.apply([.insert(S.task(S.id(key), sequence: 1000 - index))])
             }
             #expect(try await subject.loadAll().map(\.task.id.entityKey) == keys)
             // Removing one and adding a new one puts the new one last; replacing a known one keeps its place.
-            try await subject.store.remove(S.id(keys[3]))
-            try await subject.store.insert(S.task(S.id("new")))
-            try await subject.store.insert(S.task(S.id(keys[0]), sequence: 5))
+            try await subject.store.apply([.remove(S.id(keys[3]))])
+            try await subject.store.apply([.insert(S.task(S.id("new")))])
+            try await subject.store.apply([.insert(S.task(S.id(keys[0]), sequence: 5))])
             let expected = Array(keys[0..<3]) + Array(keys[4...]) + ["new"]
             #expect(try await subject.loadAll().map(\.task.id.entityKey) == expected)
             // A removed task added again is new: it goes last.
-            try await subject.store.insert(S.task(S.id(keys[3])))
+            try await subject.store.apply([.insert(S.task(S.id(keys[3])))])
             #expect(try await subject.loadAll().map(\.task.id.entityKey) == expected + [keys[3]])
-        }
-    }
-
-    @Test(arguments: StoreKind.allCases)
-    func segmentsLoadSortedByOutputThenSegment(_ kind: StoreKind) async throws {
-        try await withStore(kind) { subject in
-            let id = S.id("sorted")
-            try await subject.store.insert(S.task(id))
-            var keys: [(Int, Int)] = []
-            for output in 0..<4 { for segment in 0..<12 { keys.append((output, segment)) } }
-            var generator = SeededGenerator(seed: 42)
-            keys.shuffle(using: &generator)
-            for chunk in stride(from: 0, to: keys.count, by: 7) {
-                try await subject.store.saveSegments(keys[chunk..<min(chunk + 7, keys.count)].map { S.progress(id, $0.0, $0.1) })
-            }
-            let loaded = try await subject.loadAll()
-            let order = loaded.first?.segments.map { [$0.outputIndex, $0.segmentIndex] } ?? []
-            #expect(order == keys.sorted { $0 < $1 }.map { [$0.0, $0.1] })
+            // Tasks inserted by one batch load in the batch's order.
+            try await subject.store.apply(["z", "b2", "m"].map { .insert(S.task(S.id($0))) })
+            #expect(try await subject.loadAll().map(\.task.id.entityKey) == expected + [keys[3], "z", "b2", "m"])
         }
     }
 
     // MARK: insert
 
     @Test(arguments: StoreKind.allCases)
-    func insertOfAKnownTaskReplacesEntityAndRecordButKeepsSegmentProgress(_ kind: StoreKind) async throws {
+    func insertOfAKnownTaskReplacesEntityAndRecordInItsPlace(_ kind: StoreKind) async throws {
         try await withStore(kind) { subject in
+            let before = S.task(S.id("before")), after = S.task(S.id("after"))
             let id = S.id("replace")
-            let segments = [S.progress(id, 0, 0, bytes: 10, done: true), S.progress(id, 0, 1, bytes: 5)]
-            try await subject.store.insert(try S.richTask(id))
-            try await subject.store.saveSegments(segments)
+            try await subject.store.apply([.insert(before), .insert(try S.richTask(id)), .insert(after)])
             var replacement = StoredTask(
                 entity: S.entity(id, title: "new title", aggregationKey: "group"),
-                task: S.record(id, state: .paused, mode: .cacheOnly, weight: 9, sequence: 99, manifest: try S.richManifest(title: "v2"), manifestRevision: 1))
+                task: S.record(
+                    id, state: .paused, mode: .download, weight: 9, sequence: 99, manifest: try S.richManifest(title: "v2"),
+                    manifestRevision: 1, bytesDone: 12, segmentsDone: 1))
             replacement.task.lastError = nil
-            try await subject.store.insert(replacement)
+            try await subject.store.apply([.insert(replacement)])
             let loaded = try await subject.loadAll()
-            #expect(loaded.count == 1)
-            #expect(loaded.first?.entity == replacement.entity)
-            #expect(loaded.first?.task == replacement.task)
-            // The rich task's own segments and the saved ones, merged and sorted.
-            let rich = try S.richTask(id).segments
-            var merged: [String: SegmentProgress] = [:]
-            for item in rich + segments { merged["\(item.outputIndex)/\(item.segmentIndex)"] = item }
-            let expected = merged.values.sorted { ($0.outputIndex, $0.segmentIndex) < ($1.outputIndex, $1.segmentIndex) }
-            #expect(loaded.first?.segments == expected)
+            #expect(loaded == [before, replacement, after])
+            // Nothing of the replaced task is kept: not its error, nor its progress summary.
+            #expect(loaded[1].task.lastError == nil)
+            #expect(loaded[1].task.bytesDone == 12)
+            #expect(loaded[1].entity.title == "new title")
         }
     }
 
     @Test(arguments: StoreKind.allCases)
-    func insertRecordsTheTasksOwnSegmentsOverStoredOnes(_ kind: StoreKind) async throws {
+    func anEntityWhoseIdentityIsNotTheTasksIsRefused(_ kind: StoreKind) async throws {
         try await withStore(kind) { subject in
-            let id = S.id("with-segments")
-            try await subject.store.insert(S.task(id, segments: [S.progress(id, 0, 0, bytes: 1), S.progress(id, 0, 1, bytes: 2)]))
-            try await subject.store.insert(S.task(id, segments: [S.progress(id, 0, 1, bytes: 20, done: true), S.progress(id, 1, 0, bytes: 30)]))
+            let error = await #expect(throws: DownloadError.self) { try await subject.store.apply([.insert(S.mismatched())]) }
+            #expect(error?.code == .storeFailure)
+            #expect(error?.message.contains("fixture:task") == true, "names the task: \(error?.message ?? "")")
+            #expect(error?.message.contains("fixture:entity-of-task") == true, "names the entity: \(error?.message ?? "")")
             let loaded = try await subject.loadAll()
-            #expect(loaded.first?.segments == [S.progress(id, 0, 0, bytes: 1), S.progress(id, 0, 1, bytes: 20, done: true), S.progress(id, 1, 0, bytes: 30)])
+            #expect(loaded.isEmpty)
         }
     }
 
     // MARK: update
 
     @Test(arguments: StoreKind.allCases)
-    func updateReplacesTheRecordAndKeepsEntityAndSegments(_ kind: StoreKind) async throws {
+    func updateReplacesTheRecordAndKeepsTheEntity(_ kind: StoreKind) async throws {
         try await withStore(kind) { subject in
             let id = S.id("update")
             let original = try S.richTask(id)
-            try await subject.store.insert(original)
+            try await subject.store.apply([.insert(original)])
             var record = original.task
             record.state = .completed
             record.mode = .download
@@ -364,112 +382,144 @@ enum StoreSamples {
             record.manifest = try S.richManifest(title: "second")
             record.manifestRevision = original.task.manifestRevision + 1
             record.addedAt = Date(timeIntervalSinceReferenceDate: 1.5)
-            try await subject.store.update(record)
-            #expect(try await subject.loadAll() == [StoredTask(entity: original.entity, task: record, segments: original.segments)])
+            record.bytesDone = 77
+            record.segmentsDone = 2
+            try await subject.store.apply([.update(record)])
+            #expect(try await subject.loadAll() == [StoredTask(entity: original.entity, task: record)])
             // Clearing the error and the manifest (a new revision) is recorded too.
             record.lastError = nil
             record.manifest = nil
             record.manifestRevision += 1
-            try await subject.store.update(record)
-            #expect(try await subject.loadAll() == [StoredTask(entity: original.entity, task: record, segments: original.segments)])
+            try await subject.store.apply([.update(record)])
+            #expect(try await subject.loadAll() == [StoredTask(entity: original.entity, task: record)])
         }
     }
 
     @Test(arguments: StoreKind.allCases)
-    func updateOfAnUnknownTaskThrowsStoreFailureAndChangesNothing(_ kind: StoreKind) async throws {
+    func updateOfAnUnknownTaskIsIgnored(_ kind: StoreKind) async throws {
         try await withStore(kind) { subject in
             let known = S.task(S.id("known"))
-            try await subject.store.insert(known)
-            let error = await #expect(throws: DownloadError.self) {
-                try await subject.store.update(S.record(S.id("unknown"), state: .waiting))
-            }
-            #expect(error?.code == .storeFailure)
-            #expect(error?.message.contains("fixture:unknown") == true)
-            // A removed task is unknown too.
-            try await subject.store.remove(known.task.id)
-            let again = await #expect(throws: DownloadError.self) {
-                try await subject.store.update(known.task)
-            }
-            #expect(again?.code == .storeFailure)
-            #expect(try await subject.loadAll().isEmpty)
-        }
-    }
-
-    // MARK: saveSegments
-
-    @Test(arguments: StoreKind.allCases)
-    func saveSegmentsReplacesOnlyTheGivenSegments(_ kind: StoreKind) async throws {
-        try await withStore(kind) { subject in
-            let a = S.id("a"), b = S.id("b")
-            try await subject.store.insert(S.task(a))
-            try await subject.store.insert(S.task(b))
-            try await subject.store.saveSegments([
-                S.progress(a, 0, 0, bytes: 1), S.progress(a, 0, 1, bytes: 2), S.progress(b, 0, 0, bytes: 3),
+            try await subject.store.apply([.insert(known)])
+            // Alone, and among other changes, which still apply.
+            try await subject.store.apply([.update(S.record(S.id("unknown"), state: .waiting, bytesDone: 9))])
+            let other = S.task(S.id("other"))
+            var knownRecord = known.task
+            knownRecord.state = .downloading
+            try await subject.store.apply([
+                .update(S.record(S.id("unknown"), state: .failed)), .insert(other), .update(knownRecord),
+                .update(S.record(S.id("another unknown"))),
             ])
-            let validator = ResourceValidator(etag: "\"v2\"", lastModified: "Wed, 21 Oct 2015 07:28:00 GMT")
-            try await subject.store.saveSegments([S.progress(a, 0, 1, bytes: 200, done: true, validator: validator, cacheKey: "c#1")])
-            // A validator and a cache key can be taken away again.
-            try await subject.store.saveSegments([S.progress(b, 0, 0, bytes: 4)])
-            let loaded = try await subject.loadAll()
-            #expect(loaded.map(\.segments) == [
-                [S.progress(a, 0, 0, bytes: 1), S.progress(a, 0, 1, bytes: 200, done: true, validator: validator, cacheKey: "c#1")],
-                [S.progress(b, 0, 0, bytes: 4)],
-            ])
-            try await subject.store.saveSegments([S.progress(a, 0, 1, bytes: 0)])
-            #expect(try await subject.loadAll().first?.segments == [S.progress(a, 0, 0, bytes: 1), S.progress(a, 0, 1, bytes: 0)])
+            #expect(try await subject.loadAll() == [StoredTask(entity: known.entity, task: knownRecord), other])
+            // A removed task is unknown too: updating it does not bring it back.
+            try await subject.store.apply([.remove(known.task.id)])
+            try await subject.store.apply([.update(knownRecord)])
+            #expect(try await subject.loadAll() == [other])
+            // An update ignored before the task existed leaves no trace once it is inserted.
+            let unknown = S.task(S.id("unknown"))
+            try await subject.store.apply([.insert(unknown)])
+            #expect(try await subject.loadAll() == [other, unknown])
         }
     }
 
-    @Test(arguments: StoreKind.allCases)
-    func segmentsOfUnknownTasksAreIgnored(_ kind: StoreKind) async throws {
-        try await withStore(kind) { subject in
-            let known = S.id("known"), unknown = S.id("unknown")
-            try await subject.store.insert(S.task(known))
-            try await subject.store.saveSegments([S.progress(unknown, 0, 0), S.progress(known, 0, 0, bytes: 7), S.progress(unknown, 0, 1)])
-            try await subject.store.saveSegments([])
-            let loaded = try await subject.loadAll()
-            #expect(loaded.map(\.task.id) == [known])
-            #expect(loaded.first?.segments == [S.progress(known, 0, 0, bytes: 7)])
-            // Adding the unknown task later does not bring the ignored progress back.
-            try await subject.store.insert(S.task(unknown))
-            #expect(try await subject.loadAll().last?.segments == [])
-        }
-    }
-
-    // MARK: resetSegments and remove
+    // MARK: remove
 
     @Test(arguments: StoreKind.allCases)
-    func resetSegmentsForgetsEveryProgressOfThatTaskOnly(_ kind: StoreKind) async throws {
+    func removeForgetsTheTask(_ kind: StoreKind) async throws {
         try await withStore(kind) { subject in
             let a = try S.richTask(S.id("a")), b = try S.richTask(S.id("b"))
-            try await subject.store.insert(a)
-            try await subject.store.insert(b)
-            try await subject.store.resetSegments(of: a.task.id)
-            try await subject.store.resetSegments(of: S.id("unknown"))
-            var expectedA = a
-            expectedA.segments = []
-            #expect(try await subject.loadAll() == [expectedA, b])
-            // Progress recorded after a reset is kept.
-            try await subject.store.saveSegments([S.progress(a.task.id, 3, 3)])
-            #expect(try await subject.loadAll().first?.segments == [S.progress(a.task.id, 3, 3)])
-        }
-    }
-
-    @Test(arguments: StoreKind.allCases)
-    func removeForgetsTheTaskAndItsProgress(_ kind: StoreKind) async throws {
-        try await withStore(kind) { subject in
-            let a = try S.richTask(S.id("a")), b = try S.richTask(S.id("b"))
-            try await subject.store.insert(a)
-            try await subject.store.insert(b)
-            try await subject.store.remove(a.task.id)
-            try await subject.store.remove(S.id("unknown"))
+            try await subject.store.apply([.insert(a), .insert(b)])
+            try await subject.store.apply([.remove(a.task.id)])
+            try await subject.store.apply([.remove(S.id("unknown"))])
             #expect(try await subject.loadAll() == [b])
-            // Added again, it starts without the old progress.
-            try await subject.store.insert(S.task(a.task.id))
-            #expect(try await subject.loadAll() == [b, S.task(a.task.id)])
-            try await subject.store.remove(a.task.id)
-            try await subject.store.remove(b.task.id)
+            // Added again, it starts from what the new insert says (no old progress summary).
+            try await subject.store.apply([.insert(S.task(a.task.id))])
+            let again = try await subject.loadAll()
+            #expect(again == [b, S.task(a.task.id)])
+            #expect(again.last?.task.bytesDone == 0)
+            try await subject.store.apply([.remove(a.task.id), .remove(b.task.id), .remove(b.task.id)])
             #expect(try await subject.loadAll().isEmpty)
+        }
+    }
+
+    // MARK: Batches
+
+    @Test(arguments: StoreKind.allCases)
+    func aBatchIsAppliedInOrder(_ kind: StoreKind) async throws {
+        try await withStore(kind) { subject in
+            let a = S.task(S.id("a")), b = S.task(S.id("b")), c = S.task(S.id("c")), d = S.task(S.id("d"))
+            try await subject.store.apply([.insert(a), .insert(b)])
+
+            // Insert, update, remove of one task: nothing of it is left.
+            var cRecord = c.task
+            cRecord.state = .downloading
+            cRecord.bytesDone = 10
+            try await subject.store.apply([.insert(c), .update(cRecord), .remove(c.task.id)])
+            #expect(try await subject.loadAll() == [a, b])
+
+            // Insert then two updates: the last update wins.
+            var cFinal = cRecord
+            cFinal.state = .paused
+            cFinal.bytesDone = 20
+            cFinal.segmentsDone = 2
+            try await subject.store.apply([.insert(c), .update(cRecord), .update(cFinal)])
+            #expect(try await subject.loadAll() == [a, b, StoredTask(entity: c.entity, task: cFinal)])
+
+            // Remove then insert: the task is new again, so it goes last.
+            var a2 = a
+            a2.entity.title = "a, second time"
+            try await subject.store.apply([.remove(a.task.id), .insert(a2)])
+            #expect(try await subject.loadAll() == [b, StoredTask(entity: c.entity, task: cFinal), a2])
+
+            // Update then insert of a known task: the insert wins, in the task's place.
+            var bRecord = b.task
+            bRecord.state = .failed
+            var b2 = S.task(b.task.id, sequence: 8, bytesDone: 3)
+            b2.entity.title = "b, replaced"
+            try await subject.store.apply([.update(bRecord), .insert(b2)])
+            #expect(try await subject.loadAll() == [b2, StoredTask(entity: c.entity, task: cFinal), a2])
+
+            // Update before the insert of a new task: the update is of an unknown task, so ignored.
+            var dRecord = d.task
+            dRecord.state = .completed
+            try await subject.store.apply([.update(dRecord), .insert(d)])
+            #expect(try await subject.loadAll() == [b2, StoredTask(entity: c.entity, task: cFinal), a2, d])
+
+            // An empty batch changes nothing.
+            try await subject.store.apply([])
+            #expect(try await subject.loadAll() == [b2, StoredTask(entity: c.entity, task: cFinal), a2, d])
+        }
+    }
+
+    @Test(arguments: StoreKind.allCases)
+    func aBatchWithAnInvalidChangeWritesNothing(_ kind: StoreKind) async throws {
+        try await withStore(kind) { subject in
+            let a = try S.richTask(S.id("a"))
+            let b = S.task(S.id("b"), bytesDone: 5)
+            try await subject.store.apply([.insert(a), .insert(b)])
+            let before = try await subject.loadAll()
+            #expect(before == [a, b])
+
+            var aRecord = a.task
+            aRecord.state = .completed
+            aRecord.bytesDone = 1
+            let valid: [StoreChange] = [
+                .insert(S.task(S.id("new"))), .update(aRecord), .remove(b.task.id), .insert(S.task(S.id("newer"))),
+            ]
+            // The invalid change second (as in "insert, then the bad one"), first, in the middle and last.
+            for position in [1, 0, 2, valid.count] {
+                var batch = valid
+                batch.insert(.insert(S.mismatched()), at: position)
+                let error = await #expect(throws: DownloadError.self, "bad change at \(position)") {
+                    try await subject.store.apply(batch)
+                }
+                #expect(error?.code == .storeFailure)
+                #expect(error?.message.contains("fixture:task") == true, "names the task: \(error?.message ?? "")")
+                #expect(try await subject.loadAll() == before, "nothing of the batch with the bad change at \(position) was written")
+            }
+
+            // Without the invalid change the same batch applies in full.
+            try await subject.store.apply(valid)
+            #expect(try await subject.loadAll() == [StoredTask(entity: a.entity, task: aRecord), S.task(S.id("new")), S.task(S.id("newer"))])
         }
     }
 
@@ -480,45 +530,62 @@ enum StoreSamples {
         try await withStore(kind) { subject in
             let id = S.id("sequence")
             var record = S.record(id)
-            try await subject.store.insert(StoredTask(entity: S.entity(id), task: record))
+            try await subject.store.apply([.insert(StoredTask(entity: S.entity(id), task: record))])
             for step in 1...30 {
                 record.weight = step
                 record.state = step.isMultiple(of: 2) ? .downloading : .waiting
-                try await subject.store.update(record)
-                try await subject.store.saveSegments([S.progress(id, 0, 0, bytes: Int64(step))])
+                record.bytesDone = Int64(step) * 1000
+                record.segmentsDone = step
+                let companion = S.id("companion-\(step)")
+                try await subject.store.apply([.update(record), .remove(S.id("companion-\(step - 1)")), .insert(S.task(companion))])
                 let loaded = try await subject.store.loadAll()
                 #expect(loaded.first?.task == record)
-                #expect(loaded.first?.segments.first?.bytesWritten == Int64(step))
+                #expect(loaded.map(\.task.id) == [id, companion])
             }
         }
     }
 
     @Test(arguments: StoreKind.allCases)
-    func concurrentWritesAreAllApplied(_ kind: StoreKind) async throws {
+    func concurrentBatchesAreAllAppliedEachAsAWhole(_ kind: StoreKind) async throws {
         try await withStore(kind) { subject in
             let ids = (0..<100).map { S.id("c\($0)") }
-            for (index, id) in ids.enumerated() { try await subject.store.insert(S.task(id, sequence: index)) }
+            try await subject.store.apply(ids.enumerated().map { .insert(S.task($1, sequence: $0)) })
             let store = subject.store
-            try await withThrowingTaskGroup(of: Void.self) { group in
+            let groups = (0..<20).map { group in (0..<4).map { S.id("g\(group)-\($0)") } }
+            try await withThrowingTaskGroup(of: Void.self) { taskGroup in
                 for (index, id) in ids.enumerated() {
-                    group.addTask {
-                        try await store.saveSegments((0..<5).map { S.progress(id, 0, $0, bytes: Int64(index * 10 + $0)) })
-                    }
-                    group.addTask {
-                        var record = S.record(id, state: .downloading, weight: 1000 + index, sequence: index)
+                    taskGroup.addTask {
+                        var record = S.record(id, state: .downloading, weight: 1000 + index, sequence: index, bytesDone: Int64(index) << 32)
                         record.resolveCount = index
-                        try await store.update(record)
+                        record.segmentsDone = index * 2
+                        try await store.apply([.update(record)])
                     }
                 }
-                try await group.waitForAll()
+                for group in groups {
+                    taskGroup.addTask {
+                        try await store.apply(group.map { .insert(S.task($0)) })
+                    }
+                }
+                try await taskGroup.waitForAll()
             }
             let loaded = try await subject.loadAll()
-            #expect(loaded.map(\.task.id) == ids)
-            for (index, task) in loaded.enumerated() {
+            #expect(loaded.count == ids.count + groups.count * 4)
+            #expect(Array(loaded.prefix(ids.count)).map(\.task.id) == ids)
+            for (index, task) in loaded.prefix(ids.count).enumerated() {
                 #expect(task.task.weight == 1000 + index)
                 #expect(task.task.resolveCount == index)
                 #expect(task.task.state == .downloading)
-                #expect(task.segments.map(\.bytesWritten) == (0..<5).map { Int64(index * 10 + $0) })
+                #expect(task.task.bytesDone == Int64(index) << 32)
+                #expect(task.task.segmentsDone == index * 2)
+            }
+            // Each batch's inserts are together and in the batch's order (no other batch in between).
+            let inserted = loaded.dropFirst(ids.count).map(\.task.id)
+            for group in groups {
+                guard let start = inserted.firstIndex(of: group[0]) else {
+                    Issue.record("the batch of \(group[0]) is missing")
+                    continue
+                }
+                #expect(Array(inserted[start..<min(start + 4, inserted.endIndex)]) == group)
             }
         }
     }
@@ -531,21 +598,20 @@ enum StoreSamples {
             var expected: [StoredTask] = []
             for index in 0..<5 {
                 let task = try S.richTask(S.id("persist-\(index)", variant: index.isMultiple(of: 2) ? "" : "v\(index)"), sequence: index)
-                try await subject.store.insert(task)
+                try await subject.store.apply([.insert(task)])
                 expected.append(task)
             }
-            try await subject.store.saveSegments([S.progress(expected[1].task.id, 9, 9, bytes: 99, done: true)])
-            expected[1].segments.append(S.progress(expected[1].task.id, 9, 9, bytes: 99, done: true))
-            try await subject.store.resetSegments(of: expected[2].task.id)
-            expected[2].segments = []
-            try await subject.store.remove(expected[3].task.id)
+            var progress = expected[1].task
+            progress.bytesDone = 99
+            progress.segmentsDone = 9
+            var revised = expected[0].task
+            revised.state = .interrupted(.meteredNetwork)
+            revised.manifestRevision += 1
+            revised.manifest = try S.richManifest(title: "revised")
+            try await subject.store.apply([.update(progress), .remove(expected[3].task.id), .update(revised)])
+            expected[1].task = progress
+            expected[0].task = revised
             expected.remove(at: 3)
-            var record = expected[0].task
-            record.state = .interrupted(.meteredNetwork)
-            record.manifestRevision += 1
-            record.manifest = try S.richManifest(title: "revised")
-            try await subject.store.update(record)
-            expected[0].task = record
 
             // A new store object over the same state; for SQLite the first one is gone.
             #expect(try subject.dropAndReopen())

@@ -1,0 +1,284 @@
+import Testing
+@testable import Tessera
+
+/// The scheduler alone: events in, actions out. No network, no clock, no actor.
+@Suite struct SchedulerTests {
+    static func id(_ name: String) -> DownloadTaskID { DownloadTaskID(entityType: "t", entityKey: name) }
+    let a = id("a"), b = id("b"), c = id("c"), d = id("d")
+
+    func scheduler(tasks: Int = 2, segments: Int = 4, perHost: Int? = nil, metered: Bool = true, wait: Duration? = nil)
+        -> Scheduler
+    {
+        Scheduler(limits: Scheduler.Limits(
+            tasks: tasks, segments: segments, segmentsPerHost: perHost ?? segments, allowsMeteredNetwork: metered,
+            maxNetworkWait: wait))
+    }
+
+    /// Adds and starts tasks in order; returns every action.
+    @discardableResult
+    func add(_ ids: [DownloadTaskID], to scheduler: inout Scheduler, start: Bool = true) -> [Scheduler.Action] {
+        var actions: [Scheduler.Action] = []
+        for (index, id) in ids.enumerated() {
+            _ = scheduler.beginCommand()
+            actions += scheduler.handle(.added(id, sequence: index + 1, start: start))
+        }
+        return actions
+    }
+
+    func launched(_ actions: [Scheduler.Action]) -> [DownloadTaskID] {
+        actions.compactMap { if case .launch(let id, _) = $0 { id } else { nil } }
+    }
+
+    func granted(_ actions: [Scheduler.Action]) -> [DownloadTaskID: Int] {
+        var result: [DownloadTaskID: Int] = [:]
+        for case .grant(let id, _, _, let count) in actions { result[id, default: 0] += count }
+        return result
+    }
+
+    func generation(_ scheduler: Scheduler, _ id: DownloadTaskID) -> Int { scheduler.entry(id)!.generation }
+
+    // MARK: Queue and task slots
+
+    @Test func tasksLaunchInOrderUpToTheTaskLimit() {
+        var scheduler = scheduler(tasks: 2)
+        let actions = add([a, b, c], to: &scheduler)
+        #expect(launched(actions) == [a, b])
+        #expect(scheduler.state(of: c) == .waiting)
+        #expect(scheduler.state(of: a) == .resolving)
+    }
+
+    @Test func aTaskWhoseSegmentsAreAllInFlightLetsTheNextOneStart() {
+        var scheduler = scheduler(tasks: 1, segments: 4)
+        add([a, b], to: &scheduler)
+        // a wants two segments; both get slots at once: a holds no task slot any more.
+        let actions = scheduler.handle(.resolved(a, generation: generation(scheduler, a), demand: ["h": 2]))
+        #expect(granted(actions)[a] == 2)
+        #expect(launched(actions) == [b], "b starts while a's last segments are in flight")
+        #expect(scheduler.activeCount == 1)
+    }
+
+    @Test func aTaskWithSegmentsWaitingKeepsItsTaskSlot() {
+        var scheduler = scheduler(tasks: 1, segments: 2)
+        add([a, b], to: &scheduler)
+        let actions = scheduler.handle(.resolved(a, generation: generation(scheduler, a), demand: ["h": 5]))
+        #expect(granted(actions)[a] == 2)
+        #expect(launched(actions).isEmpty, "a still has three segments waiting")
+        #expect(scheduler.state(of: b) == .waiting)
+    }
+
+    @Test func aRestartedTaskJumpsAheadOfTasksThatNeverRan() {
+        var scheduler = scheduler(tasks: 1)
+        add([a, b, c], to: &scheduler)
+        _ = scheduler.beginCommand()
+        _ = scheduler.handle(.stop(a))
+        // b took the slot; c waits. Resuming a puts it ahead of c.
+        #expect(scheduler.state(of: b) == .resolving)
+        _ = scheduler.beginCommand()
+        _ = scheduler.handle(.resume(a))
+        let ending = scheduler.handle(.ended(b, generation: generation(scheduler, b), .completed))
+        #expect(launched(ending) == [a])
+    }
+
+    @Test func startAllSkipsTasksACommandTouchedSince() {
+        var scheduler = scheduler(tasks: 1)
+        add([a, b], to: &scheduler, start: false)
+        let epoch = scheduler.beginCommand()
+        _ = scheduler.beginCommand()
+        _ = scheduler.handle(.stop(b))  // a later command touched b
+        _ = scheduler.handle(.startIfUntouched(a, since: epoch))
+        _ = scheduler.handle(.startIfUntouched(b, since: epoch))
+        #expect(scheduler.state(of: a) == .waiting)
+        #expect(scheduler.state(of: b) == .paused)
+    }
+
+    @Test func aCompletedTaskStartedAgainInTheSameModeStaysCompleted() {
+        var scheduler = scheduler()
+        add([a], to: &scheduler)
+        _ = scheduler.handle(.resolved(a, generation: generation(scheduler, a), demand: [:]))
+        _ = scheduler.handle(.ended(a, generation: generation(scheduler, a), .completed))
+        _ = scheduler.beginCommand()
+        #expect(scheduler.handle(.start(a, modeChanged: false)).isEmpty)
+        #expect(scheduler.state(of: a) == .completed)
+        _ = scheduler.beginCommand()
+        #expect(launched(scheduler.handle(.start(a, modeChanged: true))) == [a])
+    }
+
+    // MARK: Segment slots
+
+    @Test func slotsAreSharedFairlyBetweenTasks() {
+        var scheduler = scheduler(tasks: 2, segments: 4)
+        add([a, b], to: &scheduler)
+        let first = scheduler.handle(.resolved(a, generation: generation(scheduler, a), demand: ["h": 10]))
+        #expect(granted(first)[a] == 4, "alone, a takes every slot")
+        let second = scheduler.handle(.resolved(b, generation: generation(scheduler, b), demand: ["h": 10]))
+        #expect(second.contains(.share(a, generation: generation(scheduler, a), limit: 2)), "a is told to give two back")
+        #expect(granted(second)[b] == nil, "no slot is free yet")
+        // a gives back two as its transfers end: b gets both.
+        let returned = scheduler.handle(.returned(a, generation: generation(scheduler, a), host: "h", count: 2))
+        #expect(granted(returned)[b] == 2)
+        #expect(scheduler.segmentsInUse == 4)
+    }
+
+    @Test func aTaskWantingLessThanItsShareGetsWhatItWantsAndTheRestGoesToTheOther() {
+        var scheduler = scheduler(tasks: 2, segments: 8)
+        add([a, b], to: &scheduler)
+        _ = scheduler.handle(.resolved(a, generation: generation(scheduler, a), demand: ["h": 1]))
+        let actions = scheduler.handle(.resolved(b, generation: generation(scheduler, b), demand: ["h": 100]))
+        #expect(granted(actions)[b] == 7)
+        #expect(actions.contains(.share(b, generation: generation(scheduler, b), limit: 7)))
+    }
+
+    @Test func theHostLimitHoldsAcrossTasks() {
+        var scheduler = scheduler(tasks: 3, segments: 8, perHost: 2)
+        add([a, b], to: &scheduler)
+        let first = scheduler.handle(.resolved(a, generation: generation(scheduler, a), demand: ["x": 5, "y": 1]))
+        #expect(granted(first)[a] == 3, "two for x, one for y")
+        let second = scheduler.handle(.resolved(b, generation: generation(scheduler, b), demand: ["x": 5]))
+        #expect(granted(second)[b] == nil, "x is at its limit")
+        let freed = scheduler.handle(.returned(a, generation: generation(scheduler, a), host: "x", count: 1))
+        #expect(granted(freed)[b] == 1, "the freed x slot goes to the task holding fewer")
+    }
+
+    @Test func reportsOfAnOlderRunAreIgnored() {
+        var scheduler = scheduler(tasks: 1, segments: 2)
+        add([a], to: &scheduler)
+        let old = generation(scheduler, a)
+        _ = scheduler.beginCommand()
+        _ = scheduler.handle(.stop(a))
+        _ = scheduler.beginCommand()
+        _ = scheduler.handle(.resume(a))
+        #expect(scheduler.handle(.resolved(a, generation: old, demand: ["h": 3])).isEmpty)
+        #expect(scheduler.handle(.ended(a, generation: old, .completed)).isEmpty)
+        #expect(scheduler.state(of: a) == .resolving)
+    }
+
+    @Test func stoppingARunningTaskCancelsItAndFreesItsSlots() {
+        var scheduler = scheduler(tasks: 1, segments: 2)
+        add([a, b], to: &scheduler)
+        _ = scheduler.handle(.resolved(a, generation: generation(scheduler, a), demand: ["h": 5]))
+        #expect(scheduler.segmentsInUse == 2)
+        _ = scheduler.beginCommand()
+        let actions = scheduler.handle(.stop(a))
+        #expect(actions.contains(.cancel(a)))
+        #expect(actions.contains(.changed(a, from: .downloading, to: .paused)))
+        #expect(launched(actions) == [b])
+        #expect(scheduler.segmentsInUse == 0)
+    }
+
+    // MARK: Endings and environment
+
+    @Test func endingsMapToStates() {
+        var scheduler = scheduler(tasks: 4)
+        add([a, b, c, d], to: &scheduler)
+        _ = scheduler.handle(.ended(a, generation: generation(scheduler, a), .failed(permanent: true)))
+        _ = scheduler.handle(.ended(b, generation: generation(scheduler, b), .failed(permanent: false)))
+        _ = scheduler.handle(.resolved(c, generation: generation(scheduler, c), demand: [:]))
+        _ = scheduler.handle(.ended(c, generation: generation(scheduler, c), .completed))
+        _ = scheduler.handle(.ended(d, generation: generation(scheduler, d), .networkLost(host: "h:80")))
+        #expect(scheduler.state(of: a) == .invalid)
+        #expect(scheduler.state(of: b) == .failed)
+        #expect(scheduler.state(of: c) == .completed)
+        #expect(scheduler.state(of: d) == .interrupted(.network))
+        #expect(scheduler.hostsToProbe == ["h:80"])
+    }
+
+    @Test func aTaskWaitingForTheNetworkResumesWhenItsHostAnswersAndFailsAfterTheWait() {
+        var scheduler = scheduler(tasks: 2, wait: .seconds(30))
+        add([a, b], to: &scheduler)
+        let lostA = scheduler.handle(.ended(a, generation: generation(scheduler, a), .networkLost(host: "x:80")))
+        #expect(lostA.contains(.armNetworkWait(a, wait: 1, after: .seconds(30))))
+        #expect(lostA.contains(.startProbing))
+        _ = scheduler.handle(.ended(b, generation: generation(scheduler, b), .networkLost(host: "y:80")))
+        let reached = scheduler.handle(.hostReachable("x:80"))
+        #expect(launched(reached) == [a])
+        #expect(scheduler.state(of: b) == .interrupted(.network))
+        // b's wait runs out; an expiry of an older wait of a would do nothing.
+        _ = scheduler.handle(.networkWaitExpired(b, wait: 1))
+        #expect(scheduler.state(of: b) == .failed)
+        #expect(scheduler.handle(.networkWaitExpired(a, wait: 1)).isEmpty)
+    }
+
+    @Test func aCriticalDiskStopsEveryRunningTaskAndResumesThemWhenSpaceIsBack() {
+        var scheduler = scheduler(tasks: 2)
+        add([a, b, c], to: &scheduler)
+        let critical = scheduler.handle(.diskLevel(.critical, free: "10 MB free"))
+        #expect(critical.contains(.cancel(a)) && critical.contains(.cancel(b)))
+        #expect(scheduler.state(of: a) == .interrupted(.diskSpace))
+        #expect(scheduler.state(of: c) == .waiting, "c waits; nothing starts on a critical disk")
+        #expect(critical.contains { if case .notice(let notice) = $0 { notice.kind == .diskSpaceCritical } else { false } })
+        let back = scheduler.handle(.diskLevel(.ample, free: "900 MB free"))
+        #expect(back.contains { if case .notice(let notice) = $0 { notice.kind == .diskSpaceRecovered } else { false } })
+        #expect(launched(back).count == 2)
+    }
+
+    @Test func aDiskFullEndingMakesTheDiskCritical() {
+        var scheduler = scheduler(tasks: 2)
+        add([a, b], to: &scheduler)
+        let actions = scheduler.handle(.ended(a, generation: generation(scheduler, a), .diskFull))
+        #expect(scheduler.state(of: a) == .interrupted(.diskSpace))
+        #expect(scheduler.state(of: b) == .interrupted(.diskSpace))
+        #expect(scheduler.disk == .critical)
+        #expect(actions.contains(.cancel(b)))
+    }
+
+    @Test func aMeteredNetworkHoldsTasksBackUnlessAllowed() {
+        var held = scheduler(metered: false)
+        _ = held.handle(.network(NetworkStatus(isOnline: true, isMetered: true)))
+        add([a], to: &held)
+        #expect(held.state(of: a) == .interrupted(.meteredNetwork))
+        let unmetered = held.handle(.network(.online))
+        #expect(launched(unmetered) == [a])
+
+        var allowed = scheduler(metered: true)
+        _ = allowed.handle(.network(NetworkStatus(isOnline: true, isMetered: true)))
+        let actions = add([a], to: &allowed)
+        #expect(launched(actions) == [a])
+        #expect(actions.contains { if case .notice(let notice) = $0 { notice.kind == .meteredNetwork } else { false } })
+    }
+
+    @Test func everyStateChangeFollowsTheTransitionTable() {
+        // Drive a scheduler through many commands and endings; every change it reports must be
+        // one the table allows, and its own states must match what it reported.
+        var scheduler = scheduler(tasks: 2, segments: 3)
+        let ids = [a, b, c, d]
+        add(ids, to: &scheduler)
+        var states: [DownloadTaskID: DownloadTaskState] = Dictionary(uniqueKeysWithValues: ids.map { ($0, .waiting) })
+        for id in ids where scheduler.state(of: id) == .resolving { states[id] = .resolving }
+        var random = SplitMixRandom(seed: 7)
+        for _ in 0..<2_000 {
+            let id = ids[Int(random.next() % 4)]
+            let gen = generation(scheduler, id)
+            _ = scheduler.beginCommand()
+            let event: Scheduler.Event
+            switch random.next() % 9 {
+            case 0: event = .stop(id)
+            case 1: event = .resume(id)
+            case 2: event = .start(id, modeChanged: random.next() % 2 == 0)
+            case 3: event = .resolved(id, generation: gen, demand: ["h": Int(random.next() % 4)])
+            case 4: event = .returned(id, generation: gen, host: "h", count: 1)
+            case 5:
+                // A run ends completed only after it downloaded.
+                let ending: Scheduler.RunEnding = [.completed, .failed(permanent: false), .networkLost(host: "h")][Int(random.next() % 3)]
+                event = .ended(id, generation: gen, ending == .completed && scheduler.state(of: id) != .downloading ? .failed(permanent: true) : ending)
+            case 6: event = .diskLevel([.ample, .critical, .low][Int(random.next() % 3)], free: "")
+            case 7: event = .hostReachable("h")
+            default: event = .network(random.next() % 2 == 0 ? .online : .offline)
+            }
+            for action in scheduler.handle(event) {
+                switch action {
+                case .changed(let changed, let from, let to):
+                    #expect(from.canTransition(to: to), "\(from) -> \(to)")
+                    #expect(states[changed] == from, "the change starts where the last one ended")
+                    states[changed] = to
+                case .refused(_, let from, let to):
+                    Issue.record("refused \(from) -> \(to)")
+                default:
+                    break
+                }
+            }
+            #expect(scheduler.segmentsInUse <= 3)
+            #expect(scheduler.segmentsInUse >= 0)
+        }
+        for id in ids { #expect(scheduler.state(of: id) == states[id]) }
+    }
+}

@@ -1,0 +1,211 @@
+import Testing
+@testable import Tessera
+
+/// A segment's attempts, decided without a network or a clock.
+@Suite struct SegmentAttemptTests {
+    let policy = RetryPolicy(maxAttempts: 3, baseDelay: .milliseconds(100), maxDelay: .seconds(1))
+    let none: (Int) -> Duration? = { _ in nil }
+
+    func attempt(mirrors: Int = 1, dead: Set<Int> = [], sharesFile: Bool = false) -> SegmentAttempt {
+        SegmentAttempt(mirrorCount: mirrors, dead: dead, sharesFile: sharesFile, policy: policy, seed: 1)
+    }
+
+    func status(_ code: Int, retryAfter: Duration? = nil) -> DownloadError {
+        DownloadError(.httpStatus, "status \(code)", httpStatus: code, retryAfter: retryAfter)
+    }
+
+    @Test func theFirstLiveURLGoesFirst() {
+        var machine = attempt(mirrors: 3, dead: [0])
+        #expect(machine.start(waitFor: none) == .fetch(mirror: 1, fromScratch: false))
+    }
+
+    @Test func aTransientFailureTriesTheNextURLAtOnceThenBacksOff() {
+        var machine = attempt(mirrors: 2)
+        _ = machine.start(waitFor: none)
+        #expect(machine.next(after: .failed(status(503), progressed: false), waitFor: none) == .fetch(mirror: 1, fromScratch: false))
+        guard case .wait(let delay, let mirror, false) = machine.next(after: .failed(status(503), progressed: false), waitFor: none) else {
+            Issue.record("expected a wait after every URL failed once")
+            return
+        }
+        #expect(mirror == 0)
+        #expect(delay >= .milliseconds(50) && delay <= .milliseconds(100), "equal jitter of the first backoff")
+    }
+
+    @Test func retriesRunOutAfterMaxAttemptsRounds() {
+        var machine = attempt()
+        _ = machine.start(waitFor: none)
+        let error = DownloadError(.timeout, "slow")
+        for _ in 0..<2 {
+            guard case .wait = machine.next(after: .failed(error, progressed: false), waitFor: none) else {
+                Issue.record("expected a wait")
+                return
+            }
+        }
+        #expect(machine.next(after: .failed(error, progressed: false), waitFor: none) == .fail(error))
+    }
+
+    @Test func progressForgivesEarlierFailures() {
+        var machine = attempt()
+        _ = machine.start(waitFor: none)
+        let error = DownloadError(.connectionLost, "dropped")
+        for _ in 0..<10 {
+            guard case .wait = machine.next(after: .failed(error, progressed: true), waitFor: none) else {
+                Issue.record("a connection that keeps making progress is never given up on")
+                return
+            }
+        }
+        #expect(machine.failures == 1)
+    }
+
+    @Test func retryAfterLongerThanTheBackoffWins() {
+        var machine = attempt()
+        _ = machine.start(waitFor: none)
+        let action = machine.next(after: .failed(status(503, retryAfter: .seconds(7)), progressed: false), waitFor: none)
+        #expect(action == .wait(.seconds(7), mirror: 0, fromScratch: false))
+    }
+
+    @Test func aURLAServerAskedToWaitForIsSkippedForAFreeOne() {
+        var machine = attempt(mirrors: 2)
+        let held: (Int) -> Duration? = { $0 == 0 ? .seconds(2) : nil }
+        #expect(machine.start(waitFor: held) == .fetch(mirror: 1, fromScratch: false))
+        var alone = attempt()
+        #expect(alone.start(waitFor: held) == .wait(.seconds(2), mirror: 0, fromScratch: false))
+    }
+
+    @Test func everyURLUnreachableWaitsForTheNetwork() {
+        var machine = attempt(mirrors: 2)
+        _ = machine.start(waitFor: none)
+        let refused = DownloadError(.connectionRefused, "refused")
+        #expect(machine.next(after: .failed(refused, progressed: false), waitFor: none) == .fetch(mirror: 1, fromScratch: false))
+        #expect(machine.next(after: .failed(refused, progressed: false), waitFor: none) == .waitForNetwork(refused))
+    }
+
+    @Test func aGoneURLIsDeadAndTheLastOneResolvesAgain() {
+        var machine = attempt(mirrors: 2)
+        _ = machine.start(waitFor: none)
+        #expect(machine.next(after: .failed(status(404), progressed: false), waitFor: none) == .fetch(mirror: 1, fromScratch: false))
+        #expect(machine.deadMirrors == [0])
+        #expect(machine.next(after: .failed(status(410), progressed: false), waitFor: none) == .reResolve(status(410)))
+        var forbidden = attempt()
+        _ = forbidden.start(waitFor: none)
+        #expect(forbidden.next(after: .failed(status(401), progressed: false), waitFor: none) == .fail(status(401)))
+    }
+
+    @Test func aChangedResourceUnderASharedFileStartsTheOutputOver() {
+        var pieces = attempt(sharesFile: true)
+        _ = pieces.start(waitFor: none)
+        let changed = DownloadError(.contentChanged, "changed")
+        #expect(pieces.next(after: .failed(changed, progressed: false), waitFor: none) == .resetOutput(changed))
+        #expect(pieces.next(after: .failed(status(412), progressed: false), waitFor: none) == .resetOutput(status(412)))
+        // Only resumed bytes were of another version (another mirror's): only they go.
+        var resumed = attempt(sharesFile: true)
+        _ = resumed.start(waitFor: none)
+        #expect(resumed.next(after: .failed(changed, progressed: false, resumed: true), waitFor: none) == .fetch(mirror: 0, fromScratch: true))
+        var own = attempt(sharesFile: false)
+        _ = own.start(waitFor: none)
+        #expect(own.next(after: .failed(changed, progressed: false), waitFor: none) == .fetch(mirror: 0, fromScratch: true))
+    }
+
+    @Test func aChecksumMismatchIsFetchedOnceMoreFromAnotherURL() {
+        var machine = attempt(mirrors: 2)
+        _ = machine.start(waitFor: none)
+        let mismatch = DownloadError(.checksumMismatch, "bad")
+        #expect(machine.next(after: .checksumMismatch(mismatch), waitFor: none) == .fetch(mirror: 1, fromScratch: true))
+        guard case .fail(let error) = machine.next(after: .checksumMismatch(mismatch), waitFor: none) else {
+            Issue.record("a second mismatch fails")
+            return
+        }
+        #expect(error.code == .checksumMismatch)
+        #expect(error.message.contains("second time"))
+    }
+
+    @Test func aLocalFailureIsNeverRetried() {
+        var machine = attempt(mirrors: 3)
+        _ = machine.start(waitFor: none)
+        let full = DownloadError(.diskFull, "full")
+        #expect(machine.next(after: .failed(full, progressed: true), waitFor: none) == .fail(full))
+    }
+}
+
+@Suite struct SplitPlanTests {
+    let mib: Int64 = 1 << 20
+
+    @Test func aGapNobodyFetchesComesFirst() {
+        let active = [SplitPlan.Active(id: 0, start: 0, position: 10, end: 100 * mib)]
+        #expect(SplitPlan.next(unassigned: [200..<300], active: active, minimumPiece: mib) == .gap(200..<300))
+    }
+
+    @Test func theBusiestConnectionGivesHalfOfItsRest() {
+        let active = [
+            SplitPlan.Active(id: 0, start: 0, position: 10 * mib, end: 20 * mib),
+            SplitPlan.Active(id: 1, start: 20 * mib, position: 30 * mib, end: 100 * mib),
+        ]
+        guard case .split(let id, let at, let end) = SplitPlan.next(unassigned: [], active: active, minimumPiece: mib) else {
+            Issue.record("expected a split")
+            return
+        }
+        #expect(id == 1)
+        #expect(end == 100 * mib)
+        #expect(at == 65 * mib, "half of the 70 MiB left, on a 64 KiB boundary")
+        #expect(at % (64 * 1024) == 0)
+    }
+
+    @Test func nothingIsSplitBelowTwiceTheMinimum() {
+        let active = [SplitPlan.Active(id: 0, start: 0, position: 9 * mib, end: 10 * mib + 1)]
+        #expect(SplitPlan.next(unassigned: [], active: active, minimumPiece: mib) == .none)
+    }
+
+    @Test func bothHalvesHoldAtLeastTheMinimum() {
+        for remaining in stride(from: 2 * mib, through: 3 * mib, by: 4097) {
+            let active = [SplitPlan.Active(id: 0, start: 0, position: 7, end: 7 + remaining)]
+            guard case .split(_, let at, let end) = SplitPlan.next(unassigned: [], active: active, minimumPiece: mib) else { continue }
+            #expect(at - 7 >= mib && end - at >= mib, "remaining \(remaining)")
+        }
+    }
+}
+
+@Suite struct ByteRangesTests {
+    @Test func insertMergesOverlappingAndTouchingRanges() {
+        var ranges = ByteRanges()
+        ranges.insert(10..<20)
+        ranges.insert(30..<40)
+        ranges.insert(20..<30)
+        #expect(ranges.ranges == [10..<40])
+        ranges.insert(0..<5)
+        ranges.insert(3..<12)
+        #expect(ranges.ranges == [0..<40])
+        ranges.insert(50..<60)
+        #expect(ranges.count == 50)
+    }
+
+    @Test func gapsContainsAndRemove() {
+        var ranges = ByteRanges([0..<10, 20..<30])
+        #expect(ranges.gaps(in: 0..<40) == [10..<20, 30..<40])
+        #expect(ranges.contains(2..<8))
+        #expect(!ranges.contains(5..<25))
+        #expect(ranges.contiguousCount(from: 22) == 8)
+        #expect(ranges.contiguousCount(from: 15) == 0)
+        ranges.remove(5..<25)
+        #expect(ranges.ranges == [0..<5, 25..<30])
+        #expect(ranges.clamped(to: 3..<27).ranges == [3..<5, 25..<27])
+    }
+
+    @Test func aRandomWorkloadMatchesASetOfBytes() {
+        var random = SplitMixRandom(seed: 3)
+        var ranges = ByteRanges()
+        var bytes = Set<Int64>()
+        for _ in 0..<500 {
+            let start = Int64(random.next() % 200), length = Int64(random.next() % 20)
+            if random.next() % 4 == 0 {
+                ranges.remove(start..<start + length)
+                bytes.subtract(start..<start + length)
+            } else {
+                ranges.insert(start..<start + length)
+                bytes.formUnion(start..<start + length)
+            }
+        }
+        #expect(ranges.count == Int64(bytes.count))
+        for position in Int64(0)..<220 { #expect(ranges.contains(position..<position + 1) == bytes.contains(position)) }
+        for (first, second) in zip(ranges.ranges, ranges.ranges.dropFirst()) { #expect(first.upperBound < second.lowerBound) }
+    }
+}
