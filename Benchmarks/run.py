@@ -10,7 +10,7 @@ Scenarios (everything on /dev/shm, served over 127.0.0.1, 16 transfers in flight
   p1cli  the p1 files through `tessera get -i` (defaults, and -j 16 -N 16) vs curl vs aria2c
   p2cli  the p2 file through `tessera get URL` vs curl vs aria2c -x 16 -s 16
   p3big  DASH, 2,000 x 256 KiB video + 2,000 x 32 KiB audio  `tessera get` vs curl --parallel
-  p6     DASH, 2 x 50,000 segments of 512 bytes              `tessera get` vs curl --parallel (opt-in)
+  p6     DASH, 2 x 50,000 segments of 512 bytes              `tessera get` vs curl --parallel
   kill   a 256 MiB file (plain and as 256 DASH segments) SIGKILLed --kills times, resumed (opt-in)
 
 After --warmup untimed rounds, each tool runs --runs times per scenario, interleaved within each
@@ -62,8 +62,8 @@ KILL_DELAY_MIN, KILL_DELAY_MAX, KILL_BUDGET = 0.2, 0.6, 0.7
 KILL_FINAL_TIMEOUT = 300
 ACCESS_LOG = "access.log"  # in the temporary directory; see nginx.conf.template
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "ftp_proxy", "no_proxy")
-DEFAULT_SCENARIOS = ("p1", "p2", "p3", "p4", "p5", "p1cli", "p2cli", "p3big")
-OPT_IN_SCENARIOS = ("p6", "kill")  # minutes each: --scenarios all, or name them
+DEFAULT_SCENARIOS = ("p1", "p2", "p3", "p4", "p5", "p1cli", "p2cli", "p3big", "p6")
+OPT_IN_SCENARIOS = ("kill",)  # 3 minutes at --runs 5: --scenarios all, or name it
 ALL_SCENARIOS = DEFAULT_SCENARIOS + OPT_IN_SCENARIOS
 PLAIN_SCENARIOS = {"p1", "p2", "p1cli", "p2cli"}
 
@@ -1013,8 +1013,8 @@ def summarize_kill(results):
             "identical_percent": 100.0 * sum(record["identical"] for record in rounds) / len(rounds),
             "origin_ratio": statistics.median(record["origin_ratio"] for record in rounds),
             "origin_bytes": statistics.median(record["origin_bytes"] for record in rounds),
-            "extra_mib_per_kill": statistics.median((record["origin_bytes"] - KILL_SIZE) / MIB / max(1, record["kills"])
-                                                    for record in rounds),
+            "extra_mib_per_kill": statistics.median([(record["origin_bytes"] - KILL_SIZE) / MIB / record["kills"]
+                                                     for record in rounds if record["kills"]] or [None]),
             "requests": statistics.median(record["requests"]["requests"] for record in rounds),
             "head": statistics.median(record["requests"]["head"] for record in rounds),
             "wall_s": statistics.median(record["wall_s"] for record in rounds),
@@ -1110,7 +1110,8 @@ def kill_markdown(summary, checks, kills, seed, rounds):
         identical = "yes" if row["identical_percent"] == 100 else (
             "no" if row["identical_percent"] == 0 else "%.0f%% of rounds" % row["identical_percent"])
         cells = [tool, "%d" % row["kills"], identical, "%.3f" % row["origin_ratio"],
-                 "%.1f" % row["extra_mib_per_kill"], "%d" % row["requests"],
+                 "%.1f" % row["extra_mib_per_kill"] if row["extra_mib_per_kill"] is not None else "n/a",
+                 "%d" % row["requests"],
                  "%d" % row["head"], "%.2f" % row["wall_s"],
                  "%.2f" % row["final_wall_s"] if row["final_wall_s"] is not None else "n/a"]
         lines.append("| " + " | ".join(cells) + " |")
@@ -1151,7 +1152,7 @@ def main():
     parser.add_argument("--runs", type=int, default=5, help="runs per tool and scenario (default 5)")
     parser.add_argument("--warmup", type=int, default=1, help="untimed rounds before the runs (default 1)")
     parser.add_argument("--scenarios", default=",".join(DEFAULT_SCENARIOS),
-                        help="comma-separated, of %s, or all (default %s; %s are opt-in)"
+                        help="comma-separated, of %s, or all (default %s; opt-in: %s)"
                              % (",".join(ALL_SCENARIOS), ",".join(DEFAULT_SCENARIOS), ",".join(OPT_IN_SCENARIOS)))
     parser.add_argument("--kills", type=int, default=10,
                         help="kill: SIGKILLs per tool before the final run (default 10)")
