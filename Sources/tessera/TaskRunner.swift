@@ -21,56 +21,121 @@ struct TaskRunner {
         let interrupt = InterruptSignal.shared
         interrupt.install()
         let display = self.display
-        // Times come from the events (exact), the display's redraws from polling (4 per second).
+        // Everything the loop needs to know comes from the events (times exact, states as they
+        // change); the manager is asked once at the start and once at the end, whatever the
+        // number of tasks.
         let clock = TaskClock()
+        let tracker = RunTracker()
+        tracker.track(ids)
         let eventTask = Task {
             for await event in events {
                 clock.record(event)
+                tracker.record(event)
                 display.handle(event)
             }
         }
+        tracker.seed(await snapshot(ids))
         var tracked = ids
         let mailbox = CommandMailbox(stateDirectory: session.stateDirectory)
         var interrupted = false
-        var infos: [DownloadTaskInfo] = []
         var lastPoll = ContinuousClock.now - .seconds(1)
-        var seenEndings = -1
-        // Ctrl-C is looked at every 25 ms; the manager, the mailbox and the board four times a
-        // second, or at once when a task ended (so the run stops as soon as the last one does).
+        // Ctrl-C and the end are looked at every 25 ms; the mailbox and the board four times a second.
         while true {
             if interrupt.fired {
                 interrupted = true
                 break
             }
-            let endings = clock.endings
-            guard endings != seenEndings || ContinuousClock.now - lastPoll >= .milliseconds(250) else {
+            if tracker.allSettled { break }
+            guard ContinuousClock.now - lastPoll >= .milliseconds(250) else {
                 try? await Task.sleep(for: .milliseconds(25))
                 continue
             }
-            seenEndings = endings
             lastPoll = .now
             for command in mailbox.take() {
-                tracked += await apply(command, tracked: tracked)
+                let added = await apply(command, tracked: tracked)
+                tracked += added
+                tracker.track(added)
+                tracker.seed(await snapshot(added))
             }
-            infos = await snapshot(tracked)
-            for info in infos { clock.observe(info) }
-            let trackedSet = Set(tracked)
-            let groups = await session.manager.checkAllGroups().filter { group in group.children.contains { trackedSet.contains($0.id) } }
-            display.redraw(tasks: infos, groups: groups)
-            if infos.allSatisfy({ $0.state.isFinal || $0.state == .paused || $0.state == .idle }) { break }
+            if display.mode == .live {
+                let infos = tracker.infos(tracked)
+                for info in infos { clock.observe(info) }
+                let trackedSet = Set(tracked)
+                let groups = await session.manager.checkAllGroups().filter { group in group.children.contains { trackedSet.contains($0.id) } }
+                display.redraw(tasks: infos, groups: groups)
+            }
         }
         if interrupted {
             display.permanent("Interrupted: pausing; run the same command again to continue.")
             await session.manager.stopAll()
-            infos = await snapshot(tracked)
         }
+        var infos = await snapshot(tracked)
+        for info in infos { clock.observe(info) }
         // Let the last events through before the summary.
         try? await Task.sleep(for: .milliseconds(100))
         eventTask.cancel()
+        infos = await snapshot(tracked)
         let failed = infos.contains { $0.state == .failed || $0.state == .invalid }
         let code: Int32 = interrupted ? 130 : (failed || inputErrors > 0 || infos.count < tracked.count ? 1 : 0)
         let times = clock.times(for: infos.map(\.id))
         return Outcome(exitCode: code, tasks: infos, interrupted: interrupted, times: times)
+    }
+
+    /// The latest state of each tracked task, from the events (and a first snapshot): the run
+    /// ends when every one is settled (finished, paused or idle) without asking the manager.
+    final class RunTracker: Sendable {
+        private struct State {
+            var latest: [DownloadTaskID: DownloadTaskInfo] = [:]
+            var tracked: Set<DownloadTaskID> = []
+            var settled: Set<DownloadTaskID> = []
+            var seen: Set<DownloadTaskID> = []
+        }
+
+        private let state = Mutex(State())
+
+        static func isSettled(_ state: DownloadTaskState) -> Bool { state.isFinal || state == .paused || state == .idle }
+
+        func track(_ ids: [DownloadTaskID]) {
+            state.withLock { $0.tracked.formUnion(ids) }
+        }
+
+        /// Snapshots taken by asking the manager; an event seen since wins over them.
+        func seed(_ infos: [DownloadTaskInfo]) {
+            state.withLock { state in
+                for info in infos where !state.seen.contains(info.id) { Self.update(&state, info) }
+            }
+        }
+
+        func record(_ event: DownloadEvent) {
+            let info: DownloadTaskInfo
+            switch event {
+            case .taskAdded(let added), .taskStateChanged(let added, _), .taskProgress(let added): info = added
+            case .taskRemoved(let id):
+                state.withLock { state in
+                    state.seen.insert(id)
+                    state.latest[id] = nil
+                    state.settled.insert(id)
+                }
+                return
+            default: return
+            }
+            state.withLock { state in
+                state.seen.insert(info.id)
+                Self.update(&state, info)
+            }
+        }
+
+        private static func update(_ state: inout State, _ info: DownloadTaskInfo) {
+            state.latest[info.id] = info
+            if isSettled(info.state) { state.settled.insert(info.id) } else { state.settled.remove(info.id) }
+        }
+
+        /// Whether every tracked task is settled.
+        var allSettled: Bool { state.withLock { $0.tracked.isSubset(of: $0.settled) } }
+
+        func infos(_ ids: [DownloadTaskID]) -> [DownloadTaskInfo] {
+            state.withLock { state in ids.compactMap { state.latest[$0] } }
+        }
     }
 
     /// The tracked tasks' snapshots, in their order.

@@ -65,6 +65,8 @@ public actor DownloadTaskManager {
     private var ticker: Task<Void, Never>?
     private var prober: Task<Void, Never>?
     private var lastStoreWrite: Task<Void, Never>?
+    /// Pending deletions of removed tasks' files, by task.
+    private var deletions: [DownloadTaskID: Task<Void, Never>] = [:]
     private var bytesSinceDiskCheck: Int64 = 0
     private var lastFreeBytes: Int64?
 
@@ -163,9 +165,10 @@ public actor DownloadTaskManager {
         leaveGroup(task)
         save(.remove(id))
         hub.emit(.taskRemoved(id))
-        // Files go once the run has let go of them, off the actor.
+        // Files go once the run has let go of them, off the actor (a task added again with the
+        // same identity waits for this).
         let layout = self.layout, executor = self.executor, entity = task.entity, manifest = task.manifest
-        own { [outputs = manifest?.outputs ?? []] in
+        deletions[id] = own { [weak self, outputs = manifest?.outputs ?? []] in
             await runner?.value
             await executor.run {
                 TaskJournal.remove(basePath: layout.journalBase(of: id))
@@ -178,6 +181,7 @@ public actor DownloadTaskManager {
                     }
                 }
             }
+            await self?.finishDeletion(id)
         }
         return snapshot
     }
@@ -367,8 +371,12 @@ public actor DownloadTaskManager {
         let mailbox = RunMailbox(ticket: ticket) { inbox.yield($0) }
         let (events, sink) = AsyncStream.makeStream(of: RunEvent.self)
         let progress = TaskProgress()
+        let start = RunStart(
+            manifest: task.manifest, resolveCount: task.resolveCount, isFresh: task.manifest == nil,
+            waitsForDeletion: deletions[id] != nil)
         let run = TaskRun(
-            ticket: ticket, manager: self, entity: task.entity, mode: task.mode, progress: progress, mailbox: mailbox,
+            ticket: ticket, manager: self, start: start, entity: task.entity, mode: task.mode, progress: progress,
+            mailbox: mailbox,
             services: RunServices(
                 engine: engine, cache: cache, executor: executor, layout: layout, configuration: configuration,
                 diskGate: diskGate),
@@ -387,17 +395,24 @@ public actor DownloadTaskManager {
 
     // MARK: - What runs ask
 
-    /// What a run starts from, or `nil` when the task moved on.
-    func runStarts(_ ticket: RunTicket) -> RunStart? {
-        guard let task = current(ticket) else { return nil }
-        return RunStart(manifest: task.manifest, resolveCount: task.resolveCount)
+    /// Waits until the files of a removed task with the same identity are gone; whether the run
+    /// may still start.
+    func runMayStart(_ ticket: RunTicket) async -> Bool {
+        if let deletion = deletions[ticket.id] { await deletion.value }
+        return current(ticket) != nil
     }
 
     /// A run has its manifest (`resolved` when freshly resolved): its outputs get their names,
     /// the task keeps it. Returns the named manifest and whether its content differs from the
     /// one the bytes on disk belong to, or `nil` when the task moved on.
-    func runHasManifest(_ ticket: RunTicket, _ manifest: DownloadManifest, resolved: Bool) -> (DownloadManifest, Bool)? {
+    func runHasManifest(
+        _ ticket: RunTicket, _ manifest: DownloadManifest, resolved: Bool, demand: [String: Int]?
+    ) -> (DownloadManifest, Bool)? {
         guard let task = current(ticket) else { return nil }
+        defer {
+            // The first slots are granted before the run hears back: they wait in its events.
+            if let demand { apply(scheduler.handle(.resolved(ticket.id, generation: ticket.generation, demand: demand))) }
+        }
         if resolved { task.resolveCount += 1 }
         let previous = task.manifest
         let named = resolved ? assignOutputNames(task, manifest) : manifest
@@ -407,12 +422,15 @@ public actor DownloadTaskManager {
         return (named, changed)
     }
 
-    /// A response proposed a name for a run's output (`nil`: the current name is taken): the
-    /// task claims a unique path for it. Returns the path, or `nil` when the task moved on.
-    func runNamesOutput(_ ticket: RunTicket, output index: Int, proposal: String?) -> String? {
+    /// A run names an output: `proposal` (a response's name) or, when `nil`, the output's own
+    /// name. The task claims the first of `name`, `name.1`, `name.2`, … that no other task's
+    /// output holds and that is not in `taken` (paths the run found occupied on disk: it checks
+    /// the disk, off the actor, and asks again). Returns the path, or `nil` when the task moved on.
+    func runClaimsName(_ ticket: RunTicket, output index: Int, proposal: String?, taken: Set<String>) -> String? {
         guard let task = current(ticket), var manifest = task.manifest, index < manifest.outputs.count else { return nil }
+        let key = "tessera.originalName.\(index)"
         let original = proposal.map { SafePath.sanitizedFileName($0, fallback: manifest.outputs[index].name) }
-            ?? manifest.outputs[index].name
+            ?? manifest.metadata[key] ?? manifest.outputs[index].name
         let current = layout.outputPath(entity: task.entity, output: manifest.outputs[index])
         if claims[current] == task.id { claims[current] = nil }
         var candidate = original
@@ -421,22 +439,25 @@ public actor DownloadTaskManager {
         while true {
             renamed.name = candidate
             let path = layout.outputPath(entity: task.entity, output: renamed)
-            let free = (claims[path] == nil || claims[path] == task.id) && !FileOperations.exists(path)
-            if free, proposal == nil ? path != current : true { break }
+            if claims[path] == nil || claims[path] == task.id, !taken.contains(path) { break }
             number += 1
             candidate = Self.numbered(original, number)
         }
-        manifest.outputs[index].name = candidate
-        if manifest.title == nil || manifest.title == task.entity.title { manifest.title = candidate }
-        let path = layout.outputPath(entity: task.entity, output: manifest.outputs[index])
+        if candidate != original { manifest.metadata[key] = original } else { manifest.metadata[key] = nil }
+        let path = layout.outputPath(entity: task.entity, output: renamed)
         claims[path] = task.id
+        guard candidate != task.manifest?.outputs[index].name else { return path }
+        manifest.outputs[index].name = candidate
+        if manifest.title == nil || manifest.title == task.entity.title || manifest.title == task.manifest?.outputs[index].name {
+            manifest.title = candidate
+        }
         task.setManifest(manifest, layout: layout)
         save(.update(taskRecord(task, state: state(of: task))))
         return path
     }
 
     private func current(_ ticket: RunTicket) -> ManagedTask? {
-        guard let task = tasks[ticket.id], task.run?.ticket == ticket, scheduler.entry(ticket.id)?.generation == ticket.generation
+        guard let task = tasks[ticket.id], task.run?.ticket == ticket, scheduler.generation(of: ticket.id) == ticket.generation
         else { return nil }
         return task
     }
@@ -466,17 +487,20 @@ public actor DownloadTaskManager {
         switch report {
         case .downloading(let demand):
             apply(scheduler.handle(.resolved(ticket.id, generation: ticket.generation, demand: demand)))
+        case .named(let output, let proposal):
+            guard current(ticket) != nil else { return }
+            _ = runClaimsName(ticket, output: output, proposal: proposal, taken: [])
         case .retrying(let error):
-            guard scheduler.entry(ticket.id)?.generation == ticket.generation else { return }
+            guard scheduler.generation(of: ticket.id) == ticket.generation else { return }
             task.lastError = error
             hub.emit(.taskError(ticket.id, error, willRetry: true))
         case .reResolving(let error):
-            guard scheduler.entry(ticket.id)?.generation == ticket.generation else { return }
+            guard scheduler.generation(of: ticket.id) == ticket.generation else { return }
             task.lastError = error
             hub.emit(.taskError(ticket.id, error, willRetry: true))
             apply(scheduler.handle(.reResolving(ticket.id, generation: ticket.generation)))
         case .ended(let ending, let error):
-            guard scheduler.entry(ticket.id)?.generation == ticket.generation, state(of: task).isRunning else { return }
+            guard scheduler.generation(of: ticket.id) == ticket.generation, state(of: task).isRunning else { return }
             task.summary = task.progress?.snapshot ?? task.summary
             if let error {
                 task.lastError = error
@@ -484,6 +508,8 @@ public actor DownloadTaskManager {
                 hub.emit(.taskError(ticket.id, error, willRetry: waits))
             }
             if ending == .completed { task.completed = true }
+            // The run is over: what it held goes (its progress stays for snapshots).
+            task.run = nil
             apply(scheduler.handle(.ended(ticket.id, generation: ticket.generation, ending)))
         }
     }
@@ -579,13 +605,13 @@ public actor DownloadTaskManager {
             segmentsTotal: snapshot.segmentCount, bytesPerSecond: state.isRunning ? task.speed.bytesPerSecond : 0,
             eta: state.isRunning ? task.speed.eta(remaining: remaining) : nil,
             outputs: task.outputInfos(complete: state == .completed), error: task.lastError,
-            resolveCount: task.resolveCount, weight: scheduler.entry(task.id)?.weight ?? 0)
+            resolveCount: task.resolveCount, weight: scheduler.weight(of: task.id))
     }
 
     private func taskRecord(_ task: ManagedTask, state: DownloadTaskState) -> TaskRecord {
         let snapshot = task.progress?.snapshot ?? task.summary
         return TaskRecord(
-            id: task.id, state: state, mode: task.mode, weight: scheduler.entry(task.id)?.weight ?? 0,
+            id: task.id, state: state, mode: task.mode, weight: scheduler.weight(of: task.id),
             sequence: task.sequence, resolveCount: task.resolveCount, lastError: task.lastError.map(StoredError.init),
             manifest: task.manifest, manifestRevision: task.manifestRevision, addedAt: task.addedAt,
             bytesDone: snapshot.bytes, segmentsDone: snapshot.doneSegments)
@@ -822,12 +848,19 @@ public actor DownloadTaskManager {
     }
 
     /// Runs `body` as a task the manager owns (``shutdown()`` cancels and awaits it).
-    private func own(_ body: @escaping @Sendable () async -> Void) {
+    @discardableResult
+    private func own(_ body: @escaping @Sendable () async -> Void) -> Task<Void, Never> {
         let key = UUID()
-        owned[key] = Task { [weak self] in
+        let task = Task { [weak self] in
             await body()
             await self?.disown(key)
         }
+        owned[key] = task
+        return task
+    }
+
+    private func finishDeletion(_ id: DownloadTaskID) {
+        deletions[id] = nil
     }
 
     private func disown(_ key: UUID) {
@@ -988,6 +1021,10 @@ struct RunHandle {
 struct RunStart: Sendable {
     var manifest: DownloadManifest?
     var resolveCount: Int
+    /// Whether the task never had a manifest (so no journal and no partial files to look for).
+    var isFresh: Bool
+    /// Whether files of a removed task with the same identity are still being deleted.
+    var waitsForDeletion: Bool
 }
 
 struct GroupEntry {

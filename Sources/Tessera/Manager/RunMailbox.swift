@@ -10,6 +10,8 @@ struct RunTicket: Hashable, Sendable {
 enum RunReport: Sendable {
     /// The run has its manifest, named and checked, and wants these segment slots at once.
     case downloading(demand: [String: Int])
+    /// A response proposed a name for an output (shown until the output is finished and named).
+    case named(output: Int, proposal: String)
     /// An error the run retries (another attempt, URL or resolve): subscribers hear of it.
     case retrying(DownloadError)
     /// The run resolves the entity again (stale URLs, expiry, a changed resource).

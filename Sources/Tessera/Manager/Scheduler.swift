@@ -177,6 +177,12 @@ struct Scheduler: Sendable {
     /// The task's scheduling entry.
     func entry(_ id: DownloadTaskID) -> Entry? { entries[id] }
 
+    /// The task's weight (0 when unknown).
+    func weight(of id: DownloadTaskID) -> Int { entries[id]?.weight ?? 0 }
+
+    /// The generation of the task's current (or last) run, if the task is known.
+    func generation(of id: DownloadTaskID) -> Int? { entries[id]?.generation }
+
     /// Tasks holding a task slot now.
     var activeCount: Int { running.count { entries[$0]?.isActive == true } }
 
@@ -395,7 +401,7 @@ struct Scheduler: Sendable {
 
     /// Starts waiting tasks, heaviest first, while task slots are free.
     private mutating func launchWaiting(into actions: inout [Action]) {
-        guard disk != .critical else { return }
+        guard disk != .critical, !queue.isEmpty else { return }
         var active = activeCount
         while active < limits.tasks, let next = queue.pop() {
             guard let entry = entries[next.id], entry.state == .waiting, entry.queueVersion == next.version else { continue }
@@ -458,62 +464,84 @@ struct Scheduler: Sendable {
 
     /// Hands free segment slots to running tasks that want them, fairest first.
     private mutating func grantSlots(into actions: inout [Action]) {
-        let contenders = running.filter { id in entries[id].map { $0.demandTotal > 0 || $0.heldTotal > 0 } ?? false }
-            .sorted { entries[$0]!.sequence < entries[$1]!.sequence }
-        let shares = fairShares(contenders)
-        // Tell runs their share when it changes: one over it gives slots back as transfers end.
-        for id in contenders where entries[id]!.sentShare != shares[id] {
-            entries[id]!.sentShare = shares[id]
-            actions.append(.share(id, generation: entries[id]!.generation, limit: shares[id]!))
+        // One look at each running task (hashing an identity is the expensive part).
+        struct Contender {
+            let id: DownloadTaskID
+            let sequence: Int
+            let weight: Int
+            let generation: Int
+            var held: Int
+            var demand: Int
+            var hosts: [String: Int]
+            var sentShare: Int?
+            var share = 0
+            var granted: [String: Int] = [:]
         }
-        guard segmentsInUse < limits.segments, contenders.contains(where: { entries[$0]!.demandTotal > 0 }) else { return }
-        var granted: [DownloadTaskID: [String: Int]] = [:]
-        while segmentsInUse < limits.segments {
-            var best: (id: DownloadTaskID, host: String, entry: Entry)?
-            for id in contenders {
-                let entry = entries[id]!
-                guard entry.demandTotal > 0, entry.heldTotal < shares[id]! else { continue }
-                guard let host = entry.demand.keys.sorted().first(where: { (hostsInUse[$0] ?? 0) < limits.segmentsPerHost })
-                else { continue }
-                if let current = best?.entry {
-                    let better = entry.heldTotal != current.heldTotal ? entry.heldTotal < current.heldTotal
-                        : entry.weight != current.weight ? entry.weight > current.weight
-                        : entry.sequence < current.sequence
-                    guard better else { continue }
-                }
-                best = (id, host, entry)
-            }
-            guard let (id, host, _) = best else { break }
-            withdraw(id, host: host, count: 1)
-            entries[id]!.held[host, default: 0] += 1
-            entries[id]!.heldTotal += 1
-            segmentsInUse += 1
-            peakSegmentsInUse = max(peakSegmentsInUse, segmentsInUse)
-            hostsInUse[host, default: 0] += 1
-            granted[id, default: [:]][host, default: 0] += 1
+        var contenders: [Contender] = []
+        var anyDemand = false
+        for id in running {
+            guard let entry = entries[id], entry.demandTotal > 0 || entry.heldTotal > 0 else { continue }
+            anyDemand = anyDemand || entry.demandTotal > 0
+            contenders.append(Contender(
+                id: id, sequence: entry.sequence, weight: entry.weight, generation: entry.generation, held: entry.heldTotal,
+                demand: entry.demandTotal, hosts: entry.demand, sentShare: entry.sentShare))
         }
-        for (id, hosts) in granted.sorted(by: { entries[$0.key]!.sequence < entries[$1.key]!.sequence }) {
-            for (host, count) in hosts.sorted(by: { $0.key < $1.key }) {
-                actions.append(.grant(id, generation: entries[id]!.generation, host: host, count: count))
-            }
-        }
-    }
-
-    /// Max-min fair shares of the segment slots: tasks that want fewer than an equal share get
-    /// what they want, the rest is split equally among the others (at least one slot each).
-    private func fairShares(_ contenders: [DownloadTaskID]) -> [DownloadTaskID: Int] {
-        var shares: [DownloadTaskID: Int] = [:]
+        guard !contenders.isEmpty else { return }
+        contenders.sort { $0.sequence < $1.sequence }
+        // Max-min fair shares: tasks that want less than an equal share get what they want, the
+        // rest is split equally among the others (at least one slot each).
         var left = limits.segments
-        var wants = contenders.map { (id: $0, want: entries[$0]!.heldTotal + entries[$0]!.demandTotal) }
-            .sorted { $0.want < $1.want }
-        while !wants.isEmpty {
-            let equal = max(1, left / wants.count)
-            let first = wants.removeFirst()
-            let share = max(1, min(first.want, equal))
-            shares[first.id] = share
+        let byWant = contenders.indices.sorted {
+            contenders[$0].held + contenders[$0].demand < contenders[$1].held + contenders[$1].demand
+        }
+        for (rank, index) in byWant.enumerated() {
+            let equal = max(1, left / (contenders.count - rank))
+            let share = max(1, min(contenders[index].held + contenders[index].demand, equal))
+            contenders[index].share = share
             left = max(0, left - share)
         }
-        return shares
+        // Tell runs their share when it changes: one over it gives slots back as transfers end.
+        for contender in contenders where contender.sentShare != contender.share {
+            entries[contender.id]!.sentShare = contender.share
+            actions.append(.share(contender.id, generation: contender.generation, limit: contender.share))
+        }
+        guard anyDemand else { return }
+        while segmentsInUse < limits.segments {
+            var best: Int?
+            var bestHost = ""
+            for index in contenders.indices {
+                let contender = contenders[index]
+                guard contender.demand > 0, contender.held < contender.share else { continue }
+                guard let host = contender.hosts.filter({ $0.value > 0 }).keys.sorted()
+                    .first(where: { (hostsInUse[$0] ?? 0) < limits.segmentsPerHost })
+                else { continue }
+                if let current = best {
+                    let other = contenders[current]
+                    let better = contender.held != other.held ? contender.held < other.held
+                        : contender.weight != other.weight ? contender.weight > other.weight
+                        : contender.sequence < other.sequence
+                    guard better else { continue }
+                }
+                best = index
+                bestHost = host
+            }
+            guard let index = best else { break }
+            contenders[index].held += 1
+            contenders[index].demand -= 1
+            contenders[index].hosts[bestHost, default: 0] -= 1
+            contenders[index].granted[bestHost, default: 0] += 1
+            segmentsInUse += 1
+            peakSegmentsInUse = max(peakSegmentsInUse, segmentsInUse)
+            hostsInUse[bestHost, default: 0] += 1
+        }
+        for contender in contenders where !contender.granted.isEmpty {
+            for (host, count) in contender.granted.sorted(by: { $0.key < $1.key }) {
+                withdraw(contender.id, host: host, count: count)
+                entries[contender.id]!.held[host, default: 0] += count
+                entries[contender.id]!.heldTotal += count
+                actions.append(.grant(contender.id, generation: contender.generation, host: host, count: count))
+            }
+        }
     }
 
     private mutating func enterCriticalDisk(_ message: String, into actions: inout [Action]) {

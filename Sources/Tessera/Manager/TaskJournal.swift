@@ -55,6 +55,8 @@ final class TaskJournal: Sendable {
         var sizeLogLength: Int64 = 0
         var closed = false
         var failed: DownloadError?
+        /// Whether files of the journal may exist (read back from disk, or written).
+        var mayHaveFiles = false
     }
 
     /// The journal's files, without their suffixes.
@@ -65,11 +67,14 @@ final class TaskJournal: Sendable {
 
     /// A journal at `basePath` (nothing is created until the first commit), starting from
     /// `outputs` (what ``load(from:)`` read back, or nothing).
-    init(basePath: String, outputs: [Int: Output] = [:], commitInterval: Duration = .milliseconds(20)) {
+    init(
+        basePath: String, outputs: [Int: Output] = [:], commitInterval: Duration = .milliseconds(20), mayExist: Bool = true
+    ) {
         self.basePath = basePath
         self.commitInterval = UInt64(max(0, commitInterval.nanosecondsValue))
         var initial = State()
         initial.outputs = outputs
+        initial.mayHaveFiles = mayExist
         state = Mutex(initial)
     }
 
@@ -123,6 +128,14 @@ final class TaskJournal: Sendable {
     /// Whether anything waits to be committed.
     var isDirty: Bool { state.withLock { $0.dirty } }
 
+    /// Whether ``close()`` has anything to do (a commit to write, files to close).
+    var needsClosing: Bool {
+        state.withLock { state in !state.closed && (state.dirty || state.sizeLog >= 0 || state.snapshotFiles.contains { $0 >= 0 }) }
+    }
+
+    /// Whether ``remove()`` has files to delete.
+    var mayHaveFiles: Bool { state.withLock { $0.mayHaveFiles } }
+
     /// The first write failure, if a commit could not be written (the download goes on; only
     /// resuming after a crash loses what the record could not keep).
     var failure: DownloadError? { state.withLock { $0.failed } }
@@ -138,14 +151,18 @@ final class TaskJournal: Sendable {
 
     /// Deletes the record (the task completed, or starts over). Blocking file work.
     func remove() {
-        state.withLock { state in
+        let files = state.withLock { state -> Bool in
+            defer {
+                state.mayHaveFiles = false
+            }
             Self.closeFiles(&state)
             state.outputs.removeAll()
             state.pendingSizes.removeAll()
             state.dirty = false
             state.closed = true
+            return state.mayHaveFiles
         }
-        Self.remove(basePath: basePath)
+        if files { Self.remove(basePath: basePath) }
     }
 
     /// Deletes the record's files at `basePath`.
@@ -158,6 +175,7 @@ final class TaskJournal: Sendable {
     private func commitLocked(_ state: inout State, now: UInt64) {
         guard !state.closed else { return }
         state.lastCommit = now
+        state.mayHaveFiles = true
         do throws(DownloadError) {
             if !state.pendingSizes.isEmpty {
                 try appendSizes(&state)

@@ -29,10 +29,11 @@ extension TaskRun {
     /// One pass over the outputs: every piece of work that is not done gets a slot in turn, until
     /// every output is finished, or something sends the run back to resolving, or it fails.
     func download(
-        _ manifest: DownloadManifest, writers: [Int: OutputWriter], events: inout AsyncStream<RunEvent>.Iterator
+        _ manifest: DownloadManifest, writers: [Int: OutputWriter], events: inout AsyncStream<RunEvent>.Iterator,
+        demanded: Bool
     ) async throws -> PassOutcome {
         var loop = DownloadLoop(run: self, manifest: manifest, writers: writers)
-        return try await loop.run(events: &events)
+        return try await loop.run(events: &events, demanded: demanded)
     }
 }
 
@@ -55,7 +56,8 @@ struct DownloadLoop {
     private var retries: [RunWork: RetryState] = [:]
     private var pieceRetries: [Int: RetryState] = [:]
     private var nextAttemptKey = 0
-    private var naming: Set<Int> = []
+    /// Names the server proposed for single outputs, settled when they are finished.
+    private var proposals: [Int: String] = [:]
     private var finalizing: Set<Int> = []
     private var finalized: Set<Int> = []
     private var retriedOutputs: Set<Int> = []
@@ -68,7 +70,8 @@ struct DownloadLoop {
         self.writers = writers
     }
 
-    mutating func run(events: inout AsyncStream<RunEvent>.Iterator) async throws -> TaskRun.PassOutcome {
+    /// `demanded` when the manager already has this pass's first demand (a fresh task).
+    mutating func run(events: inout AsyncStream<RunEvent>.Iterator, demanded: Bool) async throws -> TaskRun.PassOutcome {
         var demand: [String: Int] = [:]
         for (index, writer) in writers.sorted(by: { $0.key < $1.key }) {
             switch writer.kind {
@@ -89,8 +92,8 @@ struct DownloadLoop {
                 for segment in writer.pending { enqueue(.segment(output: index, segment: segment), demand: &demand) }
             }
         }
-        run.mailbox.report(.downloading(demand: demand))
-        return try await withThrowingTaskGroup(of: Void.self) { group in
+        if !demanded { run.mailbox.report(.downloading(demand: demand)) }
+        return try await withThrowingDiscardingTaskGroup { group in
             for (index, writer) in writers where writer.isComplete { finalize(index, in: &group) }
             while let event = await events.next() {
                 handle(event, in: &group)
@@ -107,7 +110,7 @@ struct DownloadLoop {
 
     // MARK: - Events
 
-    private mutating func handle(_ event: RunEvent, in group: inout ThrowingTaskGroup<Void, any Error>) {
+    private mutating func handle(_ event: RunEvent, in group: inout ThrowingDiscardingTaskGroup<any Error>) {
         switch event {
         case .granted(let host, let count):
             held[host, default: 0] += count
@@ -142,19 +145,8 @@ struct DownloadLoop {
             for (host, count) in demand { run.mailbox.demand(host, count) }
 
         case .named(let output, let proposal):
-            guard let writer = writers[output], !naming.contains(output) else { return }
-            naming.insert(output)
-            let run = self.run
-            group.addTask {
-                if let path = await run.manager.runNamesOutput(run.ticket, output: output, proposal: proposal) {
-                    writer.rename(to: path)
-                }
-                run.eventSink.yield(.nameSettled(output: output))
-            }
-
-        case .nameSettled(let output):
-            naming.remove(output)
-            if writers[output]?.isComplete == true { finalize(output, in: &group) }
+            proposals[output] = proposal
+            run.mailbox.report(.named(output: output, proposal: proposal))
 
         case .finalized(let output, let error):
             finalizing.remove(output)
@@ -178,7 +170,7 @@ struct DownloadLoop {
         }
     }
 
-    private mutating func handleResult(_ result: RunWorkResult, of work: RunWork, host: String, in group: inout ThrowingTaskGroup<Void, any Error>) {
+    private mutating func handleResult(_ result: RunWorkResult, of work: RunWork, host: String, in group: inout ThrowingDiscardingTaskGroup<any Error>) {
         switch result {
         case .done:
             if case .segment(let output, _) = work, let writer = writers[output], writer.isComplete {
@@ -233,7 +225,7 @@ struct DownloadLoop {
 
     /// Starts the next work of `host` on a slot held for it; `reused` when the slot came from
     /// work that just ended (the scheduler hears that the demand went down).
-    private mutating func useSlot(_ host: String, in group: inout ThrowingTaskGroup<Void, any Error>, reused: Bool) {
+    private mutating func useSlot(_ host: String, in group: inout ThrowingDiscardingTaskGroup<any Error>, reused: Bool) {
         // A granted slot already took one unit of the demand; any other work started (or
         // found to need nothing) is withdrawn from it.
         var covered = !reused
@@ -253,7 +245,7 @@ struct DownloadLoop {
     }
 
     /// Starts `work` on a slot; returns false when there was nothing to do.
-    private mutating func start(_ work: RunWork, host: String, in group: inout ThrowingTaskGroup<Void, any Error>) -> Bool {
+    private mutating func start(_ work: RunWork, host: String, in group: inout ThrowingDiscardingTaskGroup<any Error>) -> Bool {
         let run = self.run
         switch work {
         case .segment(let output, let segment):
@@ -355,7 +347,7 @@ struct DownloadLoop {
 
     private mutating func pieceEnded(
         output: Int, pieceID: Int, error: DownloadError?, kept: Int64, resumed: Bool, host: String,
-        in group: inout ThrowingTaskGroup<Void, any Error>
+        in group: inout ThrowingDiscardingTaskGroup<any Error>
     ) {
         guard var state = singles[output], let piece = state.pieces.removeValue(forKey: pieceID), let writer = writers[output] else { return }
         if kept > 0 { state.done.insert(piece.start..<piece.start + kept) }
@@ -422,7 +414,7 @@ struct DownloadLoop {
 
     // MARK: - Ending
 
-    private mutating func startTimer(_ work: RunWork, host: String, after delay: Duration, in group: inout ThrowingTaskGroup<Void, any Error>) {
+    private mutating func startTimer(_ work: RunWork, host: String, after delay: Duration, in group: inout ThrowingDiscardingTaskGroup<any Error>) {
         guard ending == nil else { return }
         timers += 1
         let run = self.run
@@ -432,13 +424,14 @@ struct DownloadLoop {
         }
     }
 
-    private mutating func finalize(_ output: Int, in group: inout ThrowingTaskGroup<Void, any Error>) {
-        guard let writer = writers[output], !finalizing.contains(output), !finalized.contains(output), !naming.contains(output)
+    private mutating func finalize(_ output: Int, in group: inout ThrowingDiscardingTaskGroup<any Error>) {
+        guard let writer = writers[output], !finalizing.contains(output), !finalized.contains(output)
         else { return }
         finalizing.insert(output)
         let run = self.run
+        let proposal = writer.namedByResponse ? proposals[output] : nil
         group.addTask {
-            let error = await run.finalize(writer)
+            let error = await run.finalize(writer, proposal: proposal)
             run.eventSink.yield(.finalized(output: output, error))
         }
     }
@@ -461,7 +454,7 @@ struct DownloadLoop {
         for (host, count) in demand { run.mailbox.demand(host, count) }
     }
 
-    private mutating func end(_ outcome: Result<TaskRun.PassOutcome, any Error>, cancelling group: inout ThrowingTaskGroup<Void, any Error>) {
+    private mutating func end(_ outcome: Result<TaskRun.PassOutcome, any Error>, cancelling group: inout ThrowingDiscardingTaskGroup<any Error>) {
         guard ending == nil || { if case .success(.reResolve) = ending! { return true } else { return false } }() else { return }
         ending = outcome
         group.cancelAll()
@@ -471,7 +464,7 @@ struct DownloadLoop {
     /// running.
     private func finishedOutcome() -> Result<TaskRun.PassOutcome, any Error>? {
         if let ending {
-            return running == 0 && naming.isEmpty && finalizing.isEmpty ? ending : nil
+            return running == 0 && finalizing.isEmpty ? ending : nil
         }
         let allFinished = writers.keys.allSatisfy { finalized.contains($0) }
         return allFinished && running == 0 ? .success(.complete) : nil

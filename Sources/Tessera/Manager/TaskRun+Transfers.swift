@@ -516,13 +516,22 @@ extension TaskRun {
     /// Finishes an output whose segments are all done: its partial file cut to its size,
     /// checked against the manifest's size and checksum, and moved to its final place without
     /// replacing any file. `nil` when done.
-    func finalize(_ writer: OutputWriter) async -> DownloadError? {
+    func finalize(_ writer: OutputWriter, proposal: String?) async -> DownloadError? {
         switch writer.kind {
         case .cacheOnly, .separate:
             return nil
         case .single, .ordered, .pieces:
             break
         }
+        if writer.namedByResponse {
+            // The name the server gave (or the URL's), claimed now; a file there is found by the
+            // move below, which never replaces one.
+            guard let path = await manager.runClaimsName(ticket, output: writer.index, proposal: proposal, taken: []) else {
+                return DownloadError(.cancelled, "the task stopped")
+            }
+            writer.rename(to: path)
+        }
+        var taken = Set<String>()
         for _ in 0..<100 {
             let destination = writer.finalPath
             let length: Int64? = switch writer.kind {
@@ -550,8 +559,11 @@ extension TaskRun {
                     return true
                 }
                 if moved { return nil }
-                // A file appeared at the destination since the name was chosen: another name.
-                guard let path = await manager.runNamesOutput(ticket, output: writer.index, proposal: nil) else {
+                // A file is at the destination (it appeared since the name was chosen): another name.
+                taken.insert(destination)
+                guard let path = await manager.runClaimsName(
+                    ticket, output: writer.index, proposal: writer.namedByResponse ? proposal : nil, taken: taken)
+                else {
                     return DownloadError(.cancelled, "the task stopped")
                 }
                 writer.rename(to: path)

@@ -25,10 +25,8 @@ enum RunEvent: Sendable {
     /// A single output's first response told whether its ranges may be asked for, and how many
     /// more connections may share it.
     case resourceKnown(output: Int, rangesAllowed: Bool, connections: Int)
-    /// A single output's first response proposed a name for it.
+    /// A single output's first response proposed a name for it (settled when it is finished).
     case named(output: Int, proposal: String)
-    /// An output was named (the manager claimed a unique name).
-    case nameSettled(output: Int)
     /// An output was finished (assembled, verified, moved into place), or could not be.
     case finalized(output: Int, DownloadError?)
 }
@@ -82,6 +80,8 @@ struct RetryState: Sendable {
 struct TaskRun: Sendable {
     let ticket: RunTicket
     let manager: DownloadTaskManager
+    /// What the task had when the run was launched.
+    let start: RunStart
     let entity: DownloadBaseEntity
     let mode: DownloadTaskMode
     let progress: TaskProgress
@@ -132,7 +132,7 @@ struct TaskRun: Sendable {
         }
         eventSink.finish()
         // What the journal has not written yet is written now (the next run reads it back).
-        if let journal = shared.journal {
+        if let journal = shared.journal, journal.needsClosing {
             await services.executor.run { journal.close() }
         }
         // Stopped by a command, or the process going away: the task stays as recorded.
@@ -141,7 +141,7 @@ struct TaskRun: Sendable {
     }
 
     private func execute() async throws {
-        guard let start = await manager.runStarts(ticket) else { throw CancellationError() }
+        if start.waitsForDeletion, await !manager.runMayStart(ticket) { throw CancellationError() }
         var manifest: DownloadManifest
         var resolved = false
         var resolves = start.resolveCount
@@ -155,15 +155,21 @@ struct TaskRun: Sendable {
         var reResolves = 0
         var resetOutputs = Set<Int>()
         var events = self.events.makeAsyncIterator()
+        var fresh = start.isFresh
         while true {
             try Task.checkCancellation()
-            guard let (named, changed) = await manager.runHasManifest(ticket, manifest, resolved: resolved) else {
+            // A task that never had a manifest has nothing on disk: it asks for its first slots
+            // together with its manifest (one hop, not two).
+            let demand = fresh ? Self.demand(of: manifest, mode: mode, shared: shared) : nil
+            guard let (named, changed) = await manager.runHasManifest(ticket, manifest, resolved: resolved, demand: demand) else {
                 throw CancellationError()
             }
             shared.setExpiry(named.expiresAt)
             if changed { await discardEverything(named) }
-            let writers = try await prepare(named)
-            switch try await download(named, writers: writers, events: &events) {
+            let writers = try await prepare(named, fresh: fresh)
+            let demanded = demand != nil
+            fresh = false
+            switch try await download(named, writers: writers, events: &events, demanded: demanded) {
             case .complete:
                 await finishTask(writers)
                 return
@@ -231,15 +237,28 @@ struct TaskRun: Sendable {
 
     /// The writers of the outputs this run produces, with what the journal and the disk say is
     /// done already (off the cooperative pool).
-    private func prepare(_ manifest: DownloadManifest) async throws -> [Int: OutputWriter] {
+    private func prepare(_ manifest: DownloadManifest, fresh: Bool) async throws -> [Int: OutputWriter] {
+        if fresh {
+            // Nothing can be on disk for a task that never had a manifest: no file is looked at.
+            return try writers(for: manifest, records: [:], restoring: false)
+        }
+        let journalBase = services.layout.journalBase(of: id)
+        return try await services.executor.run { () throws(DownloadError) -> [Int: OutputWriter] in
+            try self.writers(for: manifest, records: TaskJournal.load(from: journalBase), restoring: true)
+        }
+    }
+
+    /// The writers of the outputs, restored from the journal's `records` and the disk when
+    /// `restoring` (blocking file work then).
+    private func writers(
+        for manifest: DownloadManifest, records: [Int: TaskJournal.Output], restoring: Bool
+    ) throws(DownloadError) -> [Int: OutputWriter] {
         let layout = services.layout
         let journalBase = layout.journalBase(of: id)
         let entity = self.entity, mode = self.mode, id = self.id, cache = services.cache, progress = self.progress
-        let shared = self.shared
         let commitInterval = configuration.journalCommitInterval
-        return try await services.executor.run { () throws(DownloadError) -> [Int: OutputWriter] in
-            let records = TaskJournal.load(from: journalBase)
-            let journal = TaskJournal(basePath: journalBase, outputs: records, commitInterval: commitInterval)
+        do {
+            let journal = TaskJournal(basePath: journalBase, outputs: records, commitInterval: commitInterval, mayExist: restoring)
             shared.setJournal(journal)
             var writers: [Int: OutputWriter] = [:]
             var doneBytes: Int64 = 0, doneSegments = 0, segmentCount = 0, knownBytes: Int64 = 0, unknown = 0
@@ -259,9 +278,9 @@ struct TaskRun: Sendable {
                     namedByResponse: namedByResponse, journal: journal,
                     stashPath: { layout.stashPath(of: id, output: index, segment: $0) })
                 let record = records[index] ?? TaskJournal.Output()
-                doneBytes += try Self.restore(writer, record: record, cache: cache, entity: entity)
+                if restoring { doneBytes += try Self.restore(writer, record: record, cache: cache, entity: entity) }
                 // An output already in place from an earlier run (moved, not yet recorded) is done.
-                if kind != .cacheOnly, kind != .separate, !FileOperations.exists(partPath), FileOperations.exists(finalPath),
+                if restoring, kind != .cacheOnly, kind != .separate, !FileOperations.exists(partPath), FileOperations.exists(finalPath),
                     records[index] == nil, Self.isValid(output, at: finalPath)
                 {
                     for segment in 0..<output.segments.count where !writer.isDone(segment) { writer.setDone(segment) }
@@ -343,9 +362,12 @@ struct TaskRun: Sendable {
     /// The task completed: its journal and work files go.
     private func finishTask(_ writers: [Int: OutputWriter]) async {
         let layout = services.layout, id = self.id
-        let journal = writers.values.first?.journal
         _ = (layout, id)
-        await services.executor.run { journal?.remove() }
+        guard let journal = writers.values.first?.journal, journal.mayHaveFiles else {
+            writers.values.first?.journal.remove()
+            return
+        }
+        await services.executor.run { journal.remove() }
     }
 
     /// The manifest's content changed since the bytes on disk were written: they all go.
@@ -371,6 +393,19 @@ struct TaskRun: Sendable {
                 if case .file(let path, true) = parked { FileOperations.remove(path) }
             }
         }
+    }
+
+    /// The segment slots a new manifest wants at once, by host: one per segment of the outputs
+    /// this run produces (a single output starts with one connection).
+    static func demand(of manifest: DownloadManifest, mode: DownloadTaskMode, shared: RunShared) -> [String: Int] {
+        var demand: [String: Int] = [:]
+        for output in manifest.outputs where mode == .cacheOnly || output.isSelected {
+            for segment in output.segments {
+                let url = segment.urls.first { !shared.isDead($0) } ?? segment.urls[0]
+                demand[hostKey(url), default: 0] += 1
+            }
+        }
+        return demand
     }
 
     // MARK: - Helpers

@@ -100,12 +100,13 @@ struct DownloadRun {
         let resolver = InputResolver(
             registry: session.registry, context: session.resolveContext, arguments: arguments, format: format)
         var ids: [DownloadTaskID] = []
+        var known = Set<DownloadTaskID>()
         var inputErrors = 0
         for text in inputs {
             do {
                 for entity in try await resolver.entities(for: text) {
                     let info = mode == .cacheOnly ? try await session.manager.startCache(entity) : try await session.manager.start(entity)
-                    if !ids.contains(info.id) { ids.append(info.id) }
+                    if known.insert(info.id).inserted { ids.append(info.id) }
                 }
             } catch {
                 display.inputError(text, error)
