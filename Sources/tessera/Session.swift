@@ -32,6 +32,7 @@ struct Session {
         var downloadRoot = "downloads"
         var jobs = 3
         var segments = 16
+        var connectionsPerFile = SplitPolicy().maxConnections
         var network: NetworkOptions
         var state: StateOptions
     }
@@ -56,6 +57,7 @@ struct Session {
         var configuration = DownloadTaskManager.Configuration(downloadRoot: absolute(settings.downloadRoot))
         configuration.maxConcurrentTasks = max(1, settings.jobs)
         configuration.maxConcurrentSegments = max(1, settings.segments)
+        configuration.splitting.maxConnections = max(1, settings.connectionsPerFile)
         configuration.headers = headers
         if let retries = settings.network.retries { configuration.retry.maxAttempts = retries }
         configuration.maxNetworkWait = settings.network.networkWait < 0 ? nil : .seconds(settings.network.networkWait)

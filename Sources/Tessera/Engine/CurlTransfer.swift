@@ -113,7 +113,7 @@ final class CurlTransfer {
         errorBuffer.deallocate()
         if let headerList { curl_slist_free_all(headerList) }
         if fileDescriptor >= 0 { close(fileDescriptor) }
-        writeBuffer?.deallocate()
+        if let writeBuffer { core.returnBuffer(writeBuffer) }
     }
 
     /// The largest write the body makes to its file.
@@ -345,9 +345,11 @@ final class CurlTransfer {
     /// least as large as the buffer goes straight to the file.
     private func append(_ pointer: UnsafeRawPointer, count: Int) -> DownloadError? {
         if writeBuffer == nil {
+            // A buffer from the engine's pool (no allocation per transfer); a small body fills only
+            // what it needs of it.
             let expected = spanLength.map { max(0, $0 - written) } ?? Int64(Self.writeBlockSize)
             writeBufferCapacity = Int(min(max(expected, 16 * 1024), Int64(Self.writeBlockSize)))
-            writeBuffer = .allocate(byteCount: writeBufferCapacity, alignment: 64)
+            writeBuffer = core.borrowBuffer()
         }
         var offset = 0
         while offset < count {
@@ -558,8 +560,12 @@ final class CurlTransfer {
     private func announceResponse() -> DownloadError? {
         guard !responseAnnounced, let hook = pending.request.onResponse else { return nil }
         responseAnnounced = true
+        var effective: UnsafeMutablePointer<CChar>?
+        let effectiveText = tessera_curl_easy_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &effective) == CURLE_OK
+            ? effective.map { String(cString: $0) } : nil
         let response = TransferResponse(
-            status: status, effectiveURL: effectiveURL, headers: responseHeaders,
+            status: status, effectiveURLText: effectiveText ?? pending.request.url.absoluteString,
+            requestURL: pending.request.url, headers: responseHeaders,
             validator: validator ?? checkpointValidator, resourceLength: resourceLength, spanLength: spanLength,
             resumedFrom: keptBytes, acceptsRanges: acceptsRanges)
         switch hook(response) {
@@ -635,8 +641,14 @@ final class CurlTransfer {
 
     // MARK: - The end
 
-    /// Writes what is buffered (those bytes are good whatever ended the transfer) and closes the file.
+    /// Writes what is buffered (those bytes are good whatever ended the transfer) and closes the
+    /// file; the write buffer goes back to the engine's pool.
     func closeFile() {
+        defer {
+            if let writeBuffer { core.returnBuffer(writeBuffer) }
+            writeBuffer = nil
+            buffered = 0
+        }
         if fileDescriptor >= 0 {
             flush()
             close(fileDescriptor)

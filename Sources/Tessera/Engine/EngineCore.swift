@@ -62,6 +62,8 @@ final class EngineCore: @unchecked Sendable {
     private var rateLimited: [CurlTransfer] = []
     private var bucket: TokenBucket?
     private var handlePool: [UnsafeMutableRawPointer] = []
+    /// Write buffers of ``CurlTransfer/writeBlockSize`` bytes, reused from transfer to transfer.
+    private var bufferPool: [UnsafeMutableRawPointer] = []
     private var logger: Logger
 
     init(configuration: CurlEngine.Configuration) throws(DownloadError) {
@@ -82,6 +84,7 @@ final class EngineCore: @unchecked Sendable {
     }
 
     deinit {
+        for buffer in bufferPool { buffer.deallocate() }
         for handle in handlePool { curl_easy_cleanup(handle) }
         curl_multi_cleanup(multi)
     }
@@ -388,6 +391,20 @@ final class EngineCore: @unchecked Sendable {
             recycle(transfer.easy)
         } else {
             curl_easy_cleanup(transfer.easy)
+        }
+    }
+
+    /// A write buffer for a transfer (engine thread).
+    func borrowBuffer() -> UnsafeMutableRawPointer {
+        bufferPool.popLast() ?? .allocate(byteCount: CurlTransfer.writeBlockSize, alignment: 64)
+    }
+
+    /// A transfer is done with its buffer (engine thread).
+    func returnBuffer(_ buffer: UnsafeMutableRawPointer) {
+        if bufferPool.count < max(16, configuration.maxConnections) {
+            bufferPool.append(buffer)
+        } else {
+            buffer.deallocate()
         }
     }
 

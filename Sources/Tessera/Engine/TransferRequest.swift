@@ -205,8 +205,12 @@ public struct TransferProgress: Sendable, Hashable {
 public struct TransferResponse: Sendable {
     /// The status (`200`, `206`).
     public var status: Int
-    /// The URL of the response, after redirects.
-    public var effectiveURL: URL
+    /// The URL of the response, after redirects, as text.
+    public var effectiveURLText: String
+    /// The URL the request went to.
+    var requestURL: URL
+    /// The URL of the response, after redirects (parsed when asked for).
+    public var effectiveURL: URL { URL(string: effectiveURLText) ?? requestURL }
     /// The response's header fields.
     public var headers: HTTPHeaders
     /// The validator of the version being sent.

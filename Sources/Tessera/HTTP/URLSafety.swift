@@ -13,7 +13,7 @@ public enum URLSafety {
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             let scheme = url.scheme.map { UntrustedText.printable($0, limit: 20) } ?? "none"
             throw DownloadError(
-                .unsafeInput, "\(context) uses the scheme \(scheme): only http and https URLs are downloaded",
+                .unsafeInput, "\(context) uses the scheme \(scheme), not http or https (the only ones downloaded)",
                 url: UntrustedText.printable(text))
         }
         guard let host = url.host, !host.isEmpty else {

@@ -260,10 +260,12 @@ final class OutputWriter: Sendable {
     /// Records the resource's length and version (from the first response); the journal keeps
     /// them once the output is journaled.
     func learnResource(length: Int64?, validator: ResourceValidator?) {
-        state.withLock { state in
+        let journaled = state.withLock { state in
             state.length = length
             state.validator = validator
+            return state.journaled
         }
+        guard journaled else { return }
         journal.update(index) { record in
             record.size = length
             record.validator = validator
@@ -273,9 +275,18 @@ final class OutputWriter: Sendable {
     /// Whether the journal records this output's bytes.
     var isJournaled: Bool { state.withLock { $0.journaled } }
 
-    /// From now on the journal records this output's bytes (a large single file).
+    /// From now on the journal records this output's bytes (a large single file, or any file
+    /// whose download stops half-way), starting with its length and version.
     func startJournaling() {
-        state.withLock { $0.journaled = true }
+        let (already, length, validator) = state.withLock { state in
+            defer { state.journaled = true }
+            return (state.journaled, state.length, state.validator)
+        }
+        guard !already else { return }
+        journal.update(index) { record in
+            record.size = length
+            record.validator = validator
+        }
     }
 
     /// Bytes of the output now on disk (from a transfer's flush hook).

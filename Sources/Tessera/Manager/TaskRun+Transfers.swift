@@ -185,15 +185,12 @@ extension TaskRun {
             result = try await services.engine.transfer(request) { update in
                 progress.update(job: job, bytes: update.bytesTaken)
             }
-        } catch var error as DownloadError {
+        } catch let error as DownloadError {
             if let saved = error.checkpoint, saved.bytesWritten > 0, case .file = request.destination {
                 state.checkpoint = (saved, mirror: mirror)
                 state.checkpointOffset = landing.base
             } else if error.checkpoint != nil {
                 state.checkpoint = nil
-            }
-            if error.code == .contentChanged, writer.kind == .ordered, error.message.contains("now has") {
-                error.httpStatus = nil
             }
             throw error
         }
@@ -285,10 +282,25 @@ extension TaskRun {
             let stash = writer.stashPath(index)
             let key = cacheKey(index, of: writer)
             let cache = services.cache
+            // The cache keeps what an output would hold: encrypted segments decrypted.
+            var needed: (key: [UInt8], iv: [UInt8])?
+            if let encryption = segment.encryption {
+                needed = (try await shared.keys.key(for: encryption.keyURL, engine: services.engine, headers: configuration.headers), encryption.iv)
+            }
+            let decryption = needed
+            let plain = stash + ".plain"
             if let mismatch = try await mismatch({ () throws(DownloadError) in
-                defer { FileOperations.remove(stash) }
+                defer {
+                    FileOperations.remove(stash)
+                    FileOperations.remove(plain)
+                }
                 if let checksum = segment.checksum { try checksum.verify(fileAt: stash) }
-                try cache?.insert(key, from: stash, checksum: segment.checksum)
+                if let decryption {
+                    try AES128CBC.decryptFile(at: stash, to: plain, key: decryption.key, iv: decryption.iv)
+                    try cache?.insert(key, from: plain)
+                } else {
+                    try cache?.insert(key, from: stash, checksum: segment.checksum)
+                }
             }) {
                 return .checksumMismatch(mismatch)
             }
@@ -450,6 +462,11 @@ extension TaskRun {
         } catch let error as DownloadError {
             let written = error.checkpoint?.bytesWritten ?? 0
             if written > 0 { progress.finish(job: job, bytes: written, completesSegment: false) }
+            if written > 0, writer.resource.length != nil, !writer.isJournaled {
+                // Stopped half-way (paused, or a failure): what is on disk is kept for the next try.
+                writer.startJournaling()
+                writer.written(piece.start..<piece.start + written)
+            }
             noteFailure(error, url: urls[mirror], attempt: retry?.attempt ?? SegmentAttempt(
                 mirrorCount: urls.count, sharesFile: true, policy: policy, seed: 0), urls: urls)
             return .pieceEnded(pieceID: pieceID, error: error, written: written, resumed: false)
@@ -473,12 +490,13 @@ extension TaskRun {
             let validator = response.validator
             let strong = validator.map { $0.hasStrongETag || $0.lastModifiedIsStrong } ?? false
             let rangesAllowed = response.acceptsRanges && strong && response.status != 0
-            if let length, length >= TaskRun.journalThreshold || (rangesAllowed && length >= splitting.minimumSize) {
-                writer.startJournaling()
-            } else if length == nil {
+            writer.learnResource(length: length, validator: validator)
+            if length.map({ $0 >= TaskRun.journalThreshold }) ?? true {
+                // A large file (or one of unknown length) is recorded as it is written; a small
+                // one only if it stops half-way (see fetchPiece), so a list of small files
+                // writes no journal at all.
                 writer.startJournaling()
             }
-            writer.learnResource(length: length, validator: validator)
             var connections = 0
             if rangesAllowed, let length, length >= splitting.minimumSize, splitting.maxConnections > 1,
                 writer.output.segments[0].range == nil

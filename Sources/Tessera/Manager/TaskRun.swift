@@ -276,7 +276,9 @@ struct TaskRun: Sendable {
                 let writer = OutputWriter(
                     index: index, output: output, kind: kind, finalPath: finalPath, partPath: partPath,
                     namedByResponse: namedByResponse, journal: journal,
-                    stashPath: { layout.stashPath(of: id, output: index, segment: $0) })
+                    stashPath: { [stash = layout.stashPath(of: id, output: index, segment: 0).dropLast("0.seg".count)] in
+                        "\(stash)\($0).seg"
+                    })
                 let record = records[index] ?? TaskJournal.Output()
                 if restoring { doneBytes += try Self.restore(writer, record: record, cache: cache, entity: entity) }
                 // An output already in place from an earlier run (moved, not yet recorded) is done.

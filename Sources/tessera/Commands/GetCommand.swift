@@ -59,9 +59,17 @@ struct DownloadOptions: ParsableArguments {
     @Option(name: .customShort("N"), help: ArgumentHelp("Segment transfers at once, over all tasks.", valueName: "n"))
     var segments: Int = 16
 
+    @Option(
+        name: [.customShort("x"), .customLong("max-connection-per-file")],
+        help: ArgumentHelp(
+            "Connections one large file may use (aria2c's -x); its first response decides whether it is split.",
+            valueName: "n"))
+    var connectionsPerFile: Int = SplitPolicy().maxConnections
+
     func validate() throws {
         guard jobs >= 1 else { throw ValidationError("-j must be at least 1") }
         guard segments >= 1 else { throw ValidationError("-N must be at least 1") }
+        guard connectionsPerFile >= 1 else { throw ValidationError("-x must be at least 1") }
     }
 }
 
@@ -86,7 +94,8 @@ struct DownloadRun {
         let session: Session
         do {
             session = try Session.open(Session.Settings(
-                downloadRoot: download.output, jobs: download.jobs, segments: download.segments, network: network, state: state))
+                downloadRoot: download.output, jobs: download.jobs, segments: download.segments,
+                connectionsPerFile: download.connectionsPerFile, network: network, state: state))
         } catch {
             display.standardError("tessera: \(describe(error))")
             throw ExitCode(1)

@@ -298,7 +298,7 @@ private func smallSplitting(
             harness.origin.inject(.throttle(bytesPerSecond: 20_000_000), at: path)
             let entity = DirectEntity(url: harness.origin.url(path))
             try await harness.manager.start(entity)
-            try #require(await harness.waitForState(entity.taskID, .completed))
+            _ = try #require(await harness.waitForState(entity.taskID, .completed))
             expectOneWholeGET(harness.origin, path)
             #expect(await harness.origin.content(at: path).verifyFile(atPath: harness.root.file("medium.bin"), size: size))
         }
@@ -323,11 +323,11 @@ private func smallSplitting(
             harness.origin.inject(.throttle(bytesPerSecond: 1_000_000), at: path)
             let entity = DirectEntity(url: harness.origin.url(path))
             try await harness.manager.start(entity)
-            try #require(await harness.waitFor(entity.taskID) { $0.bytesDone > 0 && $0.state == .downloading })
+            _ = try #require(await harness.waitFor(entity.taskID) { $0.bytesDone > 0 && $0.state == .downloading })
             // Mid-download: the bytes are in the work directory, nothing under the final name.
             #expect(workParts(harness).count == 1, "\(workParts(harness))")
             #expect(harness.root.files.isEmpty, "nothing in the download root yet: \(harness.root.files)")
-            try #require(await harness.waitForState(entity.taskID, .completed))
+            _ = try #require(await harness.waitForState(entity.taskID, .completed))
             #expect(harness.root.files == ["slow.bin"])
             #expect(workParts(harness).isEmpty)
             #expect(await harness.origin.content(at: path).verifyFile(atPath: harness.root.file("slow.bin"), size: size))
@@ -492,7 +492,7 @@ private func smallSplitting(
             harness.origin.inject(.throttle(bytesPerSecond: 1_000_000), at: path)
             let entity = DirectEntity(url: harness.origin.url(path))
             try await harness.manager.start(entity)
-            try #require(await harness.waitFor(entity.taskID) {
+            _ = try #require(await harness.waitFor(entity.taskID) {
                 $0.state == .downloading && $0.bytesDone > 0 && $0.outputs.first?.path == harness.root.file("late.bin")
             })
             try Data("mine".utf8).write(to: URL(fileURLWithPath: harness.root.file("late.bin")))
@@ -503,6 +503,11 @@ private func smallSplitting(
         }
     }
 
+}
+
+/// Splitting, decided by the first response: these tests steer connections with throttled
+/// responses, so they run in `make test`'s timing phase, on a quiet machine.
+@Suite(.timeLimit(.minutes(1))) struct DirectEntitySplitTimingTests {
     // MARK: - A large file: several connections
 
     @Test func aLargeFileIsSharedOverSeveralConnectionsWithIfMatch() async throws {
@@ -567,7 +572,7 @@ private func smallSplitting(
             origin.inject(.throttle(bytesPerSecond: 400_000), at: path, times: 1)
             let entity = DirectEntity(url: origin.url(path))
             try await harness.manager.start(entity)
-            try #require(await harness.waitForState(entity.taskID, .completed))
+            _ = try #require(await harness.waitForState(entity.taskID, .completed))
             #expect(await origin.content(at: path).verifyFile(atPath: harness.root.file("steal.bin"), size: size))
             let gets = origin.requests(for: path)
             #expect(gets.first?.header("Range") == nil)
@@ -604,8 +609,8 @@ private func smallSplitting(
             let atEntity = DirectEntity(url: origin.url(at))
             try await harness.manager.start(belowEntity)
             try await harness.manager.start(atEntity)
-            try #require(await harness.waitForState(belowEntity.taskID, .completed))
-            try #require(await harness.waitForState(atEntity.taskID, .completed))
+            _ = try #require(await harness.waitForState(belowEntity.taskID, .completed))
+            _ = try #require(await harness.waitForState(atEntity.taskID, .completed))
             expectOneWholeGET(origin, below)
             #expect(origin.requests(for: at).count >= 2, "a file of exactly minimumSize is split")
             #expect(await origin.content(at: below).verifyFile(atPath: harness.root.file("below.bin"), size: 2 * oneMiB - 1))
@@ -620,7 +625,7 @@ private func smallSplitting(
             harness.origin.inject(.throttle(bytesPerSecond: 8_000_000), at: path)
             let entity = DirectEntity(url: harness.origin.url(path))
             try await harness.manager.start(entity)
-            try #require(await harness.waitForState(entity.taskID, .completed))
+            _ = try #require(await harness.waitForState(entity.taskID, .completed))
             expectOneWholeGET(harness.origin, path)
             #expect(await harness.origin.content(at: path).verifyFile(atPath: harness.root.file("alone.bin"), size: size))
         }
@@ -658,7 +663,7 @@ private func smallSplitting(
             origin.inject(.throttle(bytesPerSecond: 4_000_000), at: "/dated.bin")
             let entity = DirectEntity(url: origin.url("/dated.bin"))
             try await harness.manager.start(entity)
-            try #require(await harness.waitForState(entity.taskID, .completed))
+            _ = try #require(await harness.waitForState(entity.taskID, .completed))
             #expect(await origin.content(at: "/dated.bin").verifyFile(atPath: harness.root.file("dated.bin"), size: size))
             let gets = origin.requests(for: "/dated.bin")
             #expect(gets.allSatisfy { $0.method == "GET" })
@@ -683,7 +688,7 @@ private func smallSplitting(
             origin.inject(.throttle(bytesPerSecond: 4_000_000), at: "/weakdated.bin")
             let entity = DirectEntity(url: origin.url("/weakdated.bin"))
             try await harness.manager.start(entity)
-            try #require(await harness.waitForState(entity.taskID, .completed))
+            _ = try #require(await harness.waitForState(entity.taskID, .completed))
             #expect(await origin.content(at: "/weakdated.bin").verifyFile(atPath: harness.root.file("weakdated.bin"), size: size))
             let gets = origin.requests(for: "/weakdated.bin")
             #expect(gets.count >= 2)
@@ -843,6 +848,9 @@ private func smallSplitting(
         }
     }
 
+}
+
+extension DirectEntityTests {
     // MARK: - Errors
 
     @Test(arguments: [404, 410])
