@@ -228,7 +228,8 @@ final class OriginCore: Sendable {
             let key = "\(version) \(path)"
             if let content = contents[key] { return content }
             let content = OriginContent(path: path, version: version)
-            if contents.count > 4096 { contents.removeAll() }
+            // Each content holds a 64 KiB block: a few hundred paths are kept, not thousands.
+            if contents.count > 256 { contents.removeAll() }
             contents[key] = content
             return content
         }

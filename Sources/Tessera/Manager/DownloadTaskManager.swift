@@ -237,7 +237,7 @@ public actor DownloadTaskManager {
     public func stopAll() -> [DownloadTaskInfo] {
         _ = scheduler.beginCommand()
         let candidates = liveTasks.filter { [.idle, .waiting, .resolving, .downloading, .interrupted].contains(state(of: $0).kind) }
-        for task in candidates { apply(scheduler.handle(.stop(task.id))) }
+        apply(scheduler.handle(.stopMany(candidates.map(\.id))))
         return candidates.map { info($0) }
     }
 

@@ -70,6 +70,9 @@ struct Scheduler: Sendable {
         case startIfUntouched(DownloadTaskID, since: Int)
         /// `stop`: paused, wherever it is.
         case stop(DownloadTaskID)
+        /// `stopAll`: every one paused first, then nothing waiting is left to launch (stopping one
+        /// at a time would launch the next waiting task each time, only to stop it).
+        case stopMany([DownloadTaskID])
         /// `remove`: stopped and forgotten.
         case remove(DownloadTaskID)
         /// Launch what can be launched (after a batch of events).
@@ -243,6 +246,16 @@ struct Scheduler: Sendable {
             guard [.idle, .waiting, .resolving, .downloading, .interrupted].contains(entry.state.kind) else { return [] }
             halt(id, into: &actions)
             transition(id, to: .paused, into: &actions)
+            launchWaiting(into: &actions)
+
+        case .stopMany(let ids):
+            for id in ids {
+                guard let entry = entries[id] else { continue }
+                entries[id]!.touchedAt = epoch
+                guard [.idle, .waiting, .resolving, .downloading, .interrupted].contains(entry.state.kind) else { continue }
+                halt(id, into: &actions)
+                transition(id, to: .paused, into: &actions)
+            }
             launchWaiting(into: &actions)
 
         case .remove(let id):

@@ -92,6 +92,7 @@ func scaleScenario(count: Int) async throws {
         let infos = await manager.checkAll()
         let runningRSS = residentMemory()
         let running = infos.filter { $0.state.isRunning }.count
+        let resolving = infos.filter { $0.state == .resolving }.count
         await manager.stopAll()
 
         // The same, added one by one with start (a command line reading a list).
@@ -111,7 +112,7 @@ func scaleScenario(count: Int) async throws {
         emit([
             "count": count, "baselineRSS": baseline, "queuedRSS": queuedRSS, "runningRSS": runningRSS,
             "addSeconds": seconds(added), "firstTransferSeconds": seconds(first.receivedAt - start),
-            "runningTasks": running, "tasks": infos.count,
+            "runningTasks": running, "resolvingTasks": resolving, "tasks": infos.count,
             "streamedAddSeconds": seconds(streamedAdded), "streamedFirstTransferSeconds": streamedFirst,
             "streamedRSS": streamedRSS,
         ])

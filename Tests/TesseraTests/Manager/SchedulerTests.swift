@@ -79,6 +79,16 @@ import Testing
         #expect(launched(ending) == [a])
     }
 
+    @Test func stoppingManyLaunchesNothingInBetween() {
+        var scheduler = scheduler(tasks: 1)
+        add([a, b, c], to: &scheduler)
+        _ = scheduler.beginCommand()
+        let actions = scheduler.handle(.stopMany([a, b, c]))
+        #expect(launched(actions).isEmpty, "stopping a must not launch b, which is stopped next")
+        #expect([a, b, c].allSatisfy { scheduler.state(of: $0) == .paused })
+        #expect(actions.contains(.cancel(a)))
+    }
+
     @Test func startAllSkipsTasksACommandTouchedSince() {
         var scheduler = scheduler(tasks: 1)
         add([a, b], to: &scheduler, start: false)
