@@ -47,6 +47,9 @@ public final class DirectEntity: PayloadEntity<DirectEntityPayload>, DownloadPar
             destinationDirectory: destinationDirectory)
     }
 
+    /// A plain URL resolves to itself: a 404 is final, there is nothing fresher to ask for.
+    public var resolvesToFreshURLs: Bool { false }
+
     public func resolve(in context: ResolveContext) async throws -> DownloadManifest {
         let url = payload.url
         try URLSafety.check(url, context: "the URL")

@@ -10,4 +10,15 @@
 public protocol DownloadParserProtocol: DownloadBaseEntity {
     /// Resolves the entity into a manifest.
     func resolve(in context: ResolveContext) async throws -> DownloadManifest
+
+    /// Whether resolving again can give other URLs (see the default, `true`).
+    var resolvesToFreshURLs: Bool { get }
+}
+
+extension DownloadParserProtocol {
+    /// Whether resolving again can give other URLs than the last time (signed URLs that expire,
+    /// an API that hands out fresh ones): the manager then resolves again when every URL of a
+    /// segment is refused as stale (403, 404, 410). `true` by default; an entity whose URLs are
+    /// fixed (a plain URL) says `false`, and such a refusal fails the task at once.
+    public var resolvesToFreshURLs: Bool { true }
 }

@@ -175,7 +175,8 @@ struct TaskRun: Sendable {
                 return
             case .reResolve(let error):
                 reResolves += 1
-                guard reResolves <= policy.maxReResolves else { throw error }
+                guard reResolves <= policy.maxReResolves, (entity as? any DownloadParserProtocol)?.resolvesToFreshURLs ?? true
+                else { throw error }
                 mailbox.report(.reResolving(error))
                 manifest = try await resolveWithRetries(attempt: resolves + 1, previous: named)
             case .resetOutput(let index, let error):
