@@ -40,17 +40,6 @@ public final class EventLog: Sendable {
     }
 }
 
-/// Whether `condition` holds, checking every 10 ms for at most `timeout`: the way tests wait for
-/// something that happens asynchronously, instead of sleeping and hoping.
-public func eventually(within timeout: Duration = .seconds(5), _ condition: () async throws -> Bool) async rethrows -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if try await condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return try await condition()
-}
-
 /// Retry delays not waited out: 1 ms, so tasks still interleave.
 public struct QuickSleeper: DownloadSleeper {
     /// Creates the sleeper.
@@ -113,14 +102,7 @@ public struct PluginHarness: Sendable {
     /// Polls until every task in `ids` is final, or `timeout` passes; the last snapshots (check
     /// their states: after a timeout some are not final).
     public func finalSnapshots(of ids: [DownloadTaskID], timeout: Duration = .seconds(60)) async -> [DownloadTaskID: DownloadTaskInfo] {
-        let deadline = ContinuousClock.now + timeout
-        var snapshots: [DownloadTaskID: DownloadTaskInfo] = [:]
-        while ContinuousClock.now < deadline {
-            for id in ids { snapshots[id] = await manager.check(id) }
-            if snapshots.count == ids.count, snapshots.values.allSatisfy(\.state.isFinal) { break }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return snapshots
+        await manager.waitForFinal(ids, timeout: timeout)
     }
 
     /// Stops everything and removes the directory.

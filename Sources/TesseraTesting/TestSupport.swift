@@ -93,11 +93,7 @@ public struct ExecutableRun: Sendable {
             collected.withLock { $0.append(chunk) }
         }
         try process.run()
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning, ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(20))
-        }
-        let timedOut = process.isRunning
+        let timedOut = await !process.exited(within: timeout)
         if timedOut { process.terminate() }
         process.waitUntilExit()
         pipe.fileHandleForReading.readabilityHandler = nil

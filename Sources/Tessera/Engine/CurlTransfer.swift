@@ -182,9 +182,10 @@ final class CurlTransfer {
         set(CURLOPT_TCP_KEEPALIVE, 1, "TCP_KEEPALIVE")
         set(CURLOPT_BUFFERSIZE, configuration.receiveBufferSize, "BUFFERSIZE")
         if let rate = core.currentRateLimit(for: request) {
-            // About 25 ms of the limited rate in the kernel's buffer: enough to keep the rate,
-            // little in flight (what a killed process never reads, a server still sent).
-            let size = Int(min(max(rate / 40, 64 * 1024), 4 << 20))
+            // About 25 ms of a connection's share of the limited rate (taken as a quarter of
+            // it) in the kernel's buffer: enough to keep the rate, little in flight (what a
+            // killed process never reads, a server still sent).
+            let size = Int(min(max(rate / 160, 64 * 1024), 4 << 20))
             if failed == nil, tessera_curl_easy_set_receive_buffer(easy, size) != CURLE_OK { failed = "SOCKOPTFUNCTION" }
         }
         if configuration.allowsHTTP2 {

@@ -407,18 +407,22 @@ public actor DownloadTaskManager {
     /// one the bytes on disk belong to, or `nil` when the task moved on.
     func runHasManifest(
         _ ticket: RunTicket, _ manifest: DownloadManifest, resolved: Bool, demand: [String: Int]?
-    ) -> (DownloadManifest, Bool)? {
+    ) async -> (DownloadManifest, Bool)? {
         guard let task = current(ticket) else { return nil }
-        defer {
-            // The first slots are granted before the run hears back: they wait in its events.
-            if let demand { apply(scheduler.handle(.resolved(ticket.id, generation: ticket.generation, demand: demand))) }
-        }
         if resolved { task.resolveCount += 1 }
         let previous = task.manifest
         let named = resolved ? assignOutputNames(task, manifest) : manifest
         let changed = previous.map { !$0.hasSameSegments(as: named) } ?? false
         task.setManifest(named, layout: layout)
         save(.update(taskRecord(task, state: state(of: task))))
+        if resolved, named.outputs.contains(where: { !$0.isNamedByResponse && ($0.isSelected || task.mode == .cacheOnly) }) {
+            // The names given to the outputs reach the store before any byte reaches their
+            // files: after a kill, the same files are found again under the same names.
+            await writeUnsaved()
+            guard current(ticket) != nil else { return nil }
+        }
+        // The first slots are granted before the run hears back: they wait in its events.
+        if let demand { apply(scheduler.handle(.resolved(ticket.id, generation: ticket.generation, demand: demand))) }
         return (named, changed)
     }
 
@@ -555,6 +559,8 @@ public actor DownloadTaskManager {
         renamed.name = name
         let path = layout.outputPath(entity: task.entity, output: renamed)
         if let owner = claims[path], owner != task.id { return true }
+        // An output named by the server is named (and checked against the disk) when finished.
+        if output.isNamedByResponse { return false }
         return FileOperations.exists(path) || FileOperations.exists(FileLayout.partPath(path))
     }
 
