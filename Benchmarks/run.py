@@ -1162,6 +1162,9 @@ def main():
                         help="path of the tessera-engine-bench binary (p1, p2)")
     parser.add_argument("--tessera-cli", default=os.path.join(REPO, ".build/release/tessera"),
                         help="path of the tessera CLI (p3, p4, p5 and the scenarios after them)")
+    parser.add_argument("--baseline-cli", dest="baseline_cli", default=None,
+                        help="an earlier build of the tessera command line, run with the same command lines in "
+                             "the same rounds (rows marked [baseline]): before and after in one run")
     parser.add_argument("--yt-dlp", dest="yt_dlp", default=None,
                         help="a yt-dlp to use instead of the one in the conformance virtualenv")
     parser.add_argument("--nginx-workers", type=int, default=1, help="nginx worker processes (default 1)")
@@ -1229,6 +1232,12 @@ def main():
             scenario = prepare(name, tmp, root, port)
             every = commands(scenario, os.path.join(tmp, "out"), os.path.join(tmp, "state"), binaries)
             tools = {tool: every[tool] for tool in SCENARIOS[name]["tools"] if tool not in missing}
+            if args.baseline_cli:
+                # The same command lines with an earlier build, in the same rounds: before and
+                # after, measured side by side.
+                for tool, argv in list(tools.items()):
+                    if argv and argv[0] == binaries.get("tessera_cli"):
+                        tools[tool + " [baseline]"] = [os.path.abspath(args.baseline_cli)] + argv[1:]
             entry = {"title": SCENARIOS[name]["title"], "bytes": scenario["bytes"],
                      "reference": SCENARIOS[name]["reference"], "input": scenario.get("input"), "commands": tools}
             if name == "kill":

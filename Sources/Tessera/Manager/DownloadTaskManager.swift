@@ -16,12 +16,12 @@ import Logging
 /// ```
 ///
 /// Who does what:
-/// - the ``Scheduler`` (a value) **decides**: what a command does to a task, which task starts,
+/// - the `Scheduler` (a value) **decides**: what a command does to a task, which task starts,
 ///   which task gets a freed segment slot;
 /// - the manager (this actor) **acts**: it applies the scheduler's actions, starts and cancels
 ///   runs, persists and tells;
-/// - a ``TaskRun`` **moves bytes** with the segment slots it is granted;
-/// - the ``DownloadStore`` and each task's ``TaskJournal`` **remember**: the first what the tasks
+/// - a `TaskRun` **moves bytes** with the segment slots it is granted;
+/// - the ``DownloadStore`` and each task's `TaskJournal` **remember**: the first what the tasks
 ///   are, the second what is on disk.
 ///
 /// Operations are applied in the order received; none waits for the network. Tasks are

@@ -173,19 +173,7 @@ final class OutputWriter: Sendable {
     /// tell it (the size is then learned at the end).
     func placement(of segment: Int, length: Int64?, progress: TaskProgress) -> Placement {
         state.withLock { state in
-            if let length {
-                let known = state.sizes[segment]
-                if known < 0 {
-                    state.sizes[segment] = length
-                    journal.recordSize(index, segment: segment, size: length)
-                    progress.learnedSize(length)
-                    Self.extendOffsets(&state)
-                } else if known != length {
-                    return .conflict(DownloadError(
-                        .contentChanged,
-                        "segment \(segment + 1) of \"\(output.name)\" now has \(length) bytes, it had \(known)"))
-                }
-            }
+            if let length, let conflict = learn(segment, length, progress: progress, in: &state) { return .conflict(conflict) }
             return segment < state.offsets.count ? .output(offset: state.offsets[segment]) : .stash
         }
     }
@@ -193,21 +181,22 @@ final class OutputWriter: Sendable {
     /// A segment's size, learned when it is complete (a stashed or decrypted segment). Returns
     /// a conflict error when it contradicts a size known before.
     func learnSize(of segment: Int, _ size: Int64, progress: TaskProgress) -> DownloadError? {
-        state.withLock { state in
-            let known = state.sizes[segment]
-            if known < 0 {
-                state.sizes[segment] = size
-                journal.recordSize(index, segment: segment, size: size)
-                progress.learnedSize(size)
-                Self.extendOffsets(&state)
-                return nil
-            }
-            guard known == size else {
-                return DownloadError(
-                    .contentChanged, "segment \(segment + 1) of \"\(output.name)\" now has \(size) bytes, it had \(known)")
-            }
-            return nil
+        state.withLock { state in learn(segment, size, progress: progress, in: &state) }
+    }
+
+    /// Records a segment's size (the journal's size log first), or the error when it
+    /// contradicts the one known: the resource changed under the output.
+    private func learn(_ segment: Int, _ size: Int64, progress: TaskProgress, in state: inout State) -> DownloadError? {
+        let known = state.sizes[segment]
+        guard known < 0 else {
+            return known == size ? nil : DownloadError(
+                .contentChanged, "segment \(segment + 1) of \"\(output.name)\" now has \(size) bytes, it had \(known)")
         }
+        state.sizes[segment] = size
+        journal.recordSize(index, segment: segment, size: size)
+        progress.learnedSize(size)
+        Self.extendOffsets(&state)
+        return nil
     }
 
     /// Keeps a finished segment until its place is known.

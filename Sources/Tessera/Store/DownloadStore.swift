@@ -2,7 +2,7 @@ import Foundation
 
 /// Where a manager keeps what must survive a restart: entities, tasks and their states,
 /// manifests, and a summary of each task's progress. What is on disk byte by byte is not here:
-/// each task's ``TaskJournal`` beside its files keeps that, written as the bytes are (aria2's
+/// each task's `TaskJournal` beside its files keeps that, written as the bytes are (aria2's
 /// control file), so the store is written once per tick, not once per segment.
 ///
 /// Every implementation must satisfy these rules, which the shared conformance tests check

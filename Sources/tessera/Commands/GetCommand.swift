@@ -53,7 +53,11 @@ struct DownloadOptions: ParsableArguments {
     @Option(name: .shortAndLong, help: ArgumentHelp("The download directory.", valueName: "dir"))
     var output: String = "downloads"
 
-    @Option(name: .customShort("j"), help: ArgumentHelp("Tasks at once.", valueName: "n"))
+    @Option(
+        name: .customShort("j"),
+        help: ArgumentHelp(
+            "Tasks resolving or queueing segments at once; a task whose last segments are all in flight lets the next start.",
+            valueName: "n"))
     var jobs: Int = 3
 
     @Option(name: .customShort("N"), help: ArgumentHelp("Segment transfers at once, over all tasks.", valueName: "n"))
