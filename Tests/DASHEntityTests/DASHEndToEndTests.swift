@@ -6,7 +6,7 @@ import Testing
 @testable import DASHEntity
 
 /// Downloads through a ``DownloadTaskManager`` from a ``LoopbackOrigin``.
-@Suite struct DASHEndToEndTests {
+@Suite(.timeLimit(.minutes(2))) struct DASHEndToEndTests {
     @Test func theDefaultSelectionIsTheBestVideoAndTheBestAudio() async throws {
         try await withHarness { harness in
             let fixture = DASHFixture.install(on: harness.origin)

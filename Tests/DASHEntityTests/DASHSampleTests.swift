@@ -4,7 +4,7 @@ import TesseraTesting
 import Testing
 
 /// The built `dash-sample` executable.
-@Suite struct DASHSampleTests {
+@Suite(.timeLimit(.minutes(3))) struct DASHSampleTests {
     /// The sample next to the test bundle (`swift build --build-tests` builds it).
     static var sample: URL { ExecutableRun.builtProduct("dash-sample") }
 

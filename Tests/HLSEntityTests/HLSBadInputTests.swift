@@ -5,7 +5,7 @@ import TesseraTesting
 import Testing
 import TesseraTestSupport
 
-@Suite struct HLSBadInputTests {
+@Suite(.timeLimit(.minutes(2))) struct HLSBadInputTests {
     // MARK: Not a playlist
 
     @Test func documentsThatAreNotPlaylists() {

@@ -4,7 +4,7 @@ import Tessera
 import TesseraTesting
 import Testing
 
-@Suite struct HLSEndToEndTests {
+@Suite(.timeLimit(.minutes(2))) struct HLSEndToEndTests {
     // MARK: The fixture
 
     @Test func theDefaultSelectionIsTheDecryptedBestVariantAndItsAudio() async throws {
@@ -111,11 +111,7 @@ import Testing
                 origin.resetCounters()
                 let entity = try await harness.entity(fixture.inputs[0])
                 let id = round == 0 ? try await manager.startCache(entity).id : try await manager.start(entity).id
-                let deadline = ContinuousClock.now + .seconds(60)
-                while ContinuousClock.now < deadline, await manager.check(id)?.state.isFinal != true {
-                    try await Task.sleep(for: .milliseconds(10))
-                }
-                #expect(await manager.check(id)?.state == .completed)
+                #expect(await manager.waitFor(id, timeout: .seconds(60)) { $0.state.isFinal }?.state == .completed)
                 if round == 1 {
                     #expect(await fixture.verify(downloadRoot: harness.downloadRoot) == [])
                     // Only the playlists: no segment, no key.

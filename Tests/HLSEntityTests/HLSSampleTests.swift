@@ -3,7 +3,7 @@ import Tessera
 import TesseraTesting
 import Testing
 
-@Suite struct HLSSampleTests {
+@Suite(.timeLimit(.minutes(3))) struct HLSSampleTests {
     /// The sample next to the test bundle (`swift build --build-tests` builds it).
     static var sample: URL { ExecutableRun.builtProduct("hls-sample") }
 

@@ -44,9 +44,9 @@ extension PluginHarness {
         async throws -> DownloadTaskInfo
     {
         let id = try await manager.start(entity).id
-        let last = try #require(await finalSnapshots(of: [id], timeout: timeout)[id], sourceLocation: sourceLocation)
-        if !last.state.isFinal { Issue.record("timed out; last state \(last.state)", sourceLocation: sourceLocation) }
-        return last
+        let snapshots = await finalSnapshots(of: [id], timeout: timeout)
+        expectFinal(snapshots, of: [id], sourceLocation: sourceLocation)
+        return try #require(snapshots[id], sourceLocation: sourceLocation)
     }
 
     func download(_ input: String, format: String? = nil) async throws -> DownloadTaskInfo {

@@ -1,11 +1,12 @@
 import Foundation
 import MetalinkEntity
 import Tessera
+import TesseraTestSupport
 import TesseraTesting
 import Testing
 
 /// Through a `DownloadTaskManager` against a `LoopbackOrigin`.
-@Suite struct MetalinkEndToEndTests {
+@Suite(.timeLimit(.minutes(2))) struct MetalinkEndToEndTests {
     /// The fixture's three files arrive byte-identical, from one fetch of the document.
     @Test func theFixtureDownloadsByteIdentical() async throws {
         try await withMetalinkHarness { harness in
@@ -184,12 +185,9 @@ import Testing
             #expect(group.rollUp.bytesTotal == 1_000_000)
             #expect(await harness.manager.checkAllGroups().map(\.key) == [key])
             // Events arrive asynchronously: the group's completion may trail the last task's.
-            func groupCompleted() -> Bool {
-                harness.log.all.contains { if case .groupUpdated(let info) = $0 { info.key == key && info.state == .completed } else { false } }
-            }
-            let deadline = ContinuousClock.now + .seconds(5)
-            while !groupCompleted(), ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(10)) }
-            #expect(groupCompleted())
+            #expect(await harness.log.eventually { events in
+                events.contains { if case .groupUpdated(let info) = $0 { info.key == key && info.state == .completed } else { false } }
+            })
         }
     }
 
@@ -267,10 +265,8 @@ import Testing
             #expect(report.skipped.isEmpty)
             #expect(report.restored.map(\.id) == entities.map(\.taskID))
             await second.startAll()
-            let deadline = ContinuousClock.now + .seconds(60)
-            while ContinuousClock.now < deadline, await !second.checkAll().allSatisfy({ $0.state.isFinal }) {
-                try await Task.sleep(for: .milliseconds(10))
-            }
+            let final = await second.waitForFinal(entities.map(\.taskID))
+            expectFinal(final, of: entities.map(\.taskID))
             #expect(await second.checkAll().map(\.state) == [.completed, .completed, .completed])
             #expect(await fixture.verify(downloadRoot: root.path) == [])
             #expect(await second.checkGroup(fixture.metalinkURL.absoluteString)?.state == .completed)

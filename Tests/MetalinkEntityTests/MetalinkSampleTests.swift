@@ -3,7 +3,7 @@ import Testing
 import TesseraTesting
 
 /// Runs the built `metalink-sample` (built by `swift build --build-tests`) against its loopback fixture.
-@Suite struct MetalinkSampleTests {
+@Suite(.timeLimit(.minutes(3))) struct MetalinkSampleTests {
     static var sample: URL { ExecutableRun.builtProduct("metalink-sample") }
 
     /// Runs the built sample; records an issue when it has to be killed after `timeout`.

@@ -27,9 +27,7 @@ extension PluginHarness {
         _ ids: [DownloadTaskID], timeout: Duration = .seconds(60), sourceLocation: SourceLocation = #_sourceLocation
     ) async -> [DownloadTaskID: DownloadTaskInfo] {
         let snapshots = await finalSnapshots(of: ids, timeout: timeout)
-        if snapshots.count != ids.count || !snapshots.values.allSatisfy(\.state.isFinal) {
-            Issue.record("timed out; states: \(snapshots.values.map { "\($0.title)=\($0.state)" })", sourceLocation: sourceLocation)
-        }
+        expectFinal(snapshots, of: ids, sourceLocation: sourceLocation)
         return snapshots
     }
 }

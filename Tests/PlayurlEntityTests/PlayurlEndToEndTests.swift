@@ -5,7 +5,7 @@ import TesseraTesting
 import Testing
 
 /// The plugin through a `DownloadTaskManager` against a `LoopbackOrigin` serving `PlayurlFixture`.
-@Suite struct PlayurlEndToEndTests {
+@Suite(.timeLimit(.minutes(2))) struct PlayurlEndToEndTests {
     @Test func theFixturesThreeCidsDownloadByteForByte() async throws {
         try await withPlayurlHarness { harness in
             let fixture = PlayurlFixture.install(on: harness.origin)

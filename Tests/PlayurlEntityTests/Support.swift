@@ -53,13 +53,9 @@ extension PluginHarness {
     func waitUntilFinished(
         _ id: DownloadTaskID, timeout: Duration = .seconds(60), sourceLocation: SourceLocation = #_sourceLocation
     ) async -> DownloadTaskInfo? {
-        let last = await finalSnapshots(of: [id], timeout: timeout)[id]
-        if last?.state.isFinal != true {
-            Issue.record(
-                "timed out waiting for \(id): last state \(last.map { "\($0.state)" } ?? "none"), error \(String(describing: last?.error))",
-                sourceLocation: sourceLocation)
-        }
-        return last
+        let snapshots = await finalSnapshots(of: [id], timeout: timeout)
+        expectFinal(snapshots, of: [id], sourceLocation: sourceLocation)
+        return snapshots[id]
     }
 }
 

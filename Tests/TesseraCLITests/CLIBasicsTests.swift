@@ -2,7 +2,7 @@ import Foundation
 import Testing
 import TesseraTesting
 
-@Suite struct CLIBasicsTests {
+@Suite(.timeLimit(.minutes(3))) struct CLIBasicsTests {
     @Test func aPlainURLIsSavedUnderItsOwnNameAndTheExitCodeIsZero() async throws {
         let cli = CLI()
         defer { cli.cleanUp() }
@@ -100,12 +100,9 @@ import TesseraTesting
             #expect((unwritable.output + unwritable.errors).contains(readOnly + "/file"), "\(unwritable.output) \(unwritable.errors)")
 
             // Nothing listens on the port: after --network-wait, one line and exit status 1.
-            let port = try await { () async throws -> Int in
-                let down = try await LoopbackOrigin.start()
-                defer { Task { try? await down.shutdown() } }
-                return down.port
-            }()
-            try await Task.sleep(for: .milliseconds(100))
+            let down = try await LoopbackOrigin.start()
+            let port = down.port
+            try await down.shutdown()
             let refused = try await cli.run(["get", "--network-wait", "0", "http://127.0.0.1:\(port)/file.bin"])
             #expect(refused.status == 1)
             #expect(refused.output.contains("Couldn't connect to server") && refused.output.contains("gave up"), "\(refused.output)")
@@ -136,8 +133,10 @@ import TesseraTesting
             let arguments = ["get", "-j", "4"] + paths.map { origin.url($0).absoluteString }
             let (process, _, _) = try cli.start(arguments)
             // Let the first halves arrive, then Ctrl-C.
-            while origin.totalBytesServed < 3_000_000 { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(await eventually(within: .seconds(30)) { origin.totalBytesServed >= 3_000_000 }, "served \(origin.totalBytesServed)")
             kill(process.processIdentifier, SIGINT)
+            #expect(await process.exited(within: .seconds(20)), "tessera ends on SIGINT")
+            if process.isRunning { process.terminate() }
             process.waitUntilExit()
             #expect(process.terminationStatus == 130)
             let servedBefore = origin.totalBytesServed
@@ -167,14 +166,13 @@ import TesseraTesting
             let slow = "/bytes/3000000/slow.iso", quick = "/bytes/200000/quick.bin"
             origin.inject(.stall(.seconds(30), afterBytes: 600_000), at: slow)  // it cannot finish before the pause
             let (process, out, _) = try cli.start(["get", origin.url(slow).absoluteString, origin.url(quick).absoluteString])
-            while origin.bytesServed(for: slow) < 500_000 { try await Task.sleep(for: .milliseconds(20)) }
+            #expect(await eventually(within: .seconds(30)) { origin.bytesServed(for: slow) >= 500_000 }, "served \(origin.bytesServed(for: slow))")
             // Another tessera, the same state directory: the command goes through the running one.
             let pause = try await cli.run(["pause", "--state-dir", cli.state, "slow.iso"])
             #expect(pause.status == 0, "\(pause.errors)")
             #expect(pause.output.contains("sent to the running tessera"))
-            let deadline = ContinuousClock.now + .seconds(20)
-            while process.isRunning, ContinuousClock.now < deadline { try await Task.sleep(for: .milliseconds(20)) }
-            #expect(!process.isRunning)
+            #expect(await process.exited(within: .seconds(20)), "the running tessera ends once its only unfinished task is paused")
+            if process.isRunning { process.terminate() }
             let output = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
             #expect(output.contains("paused direct:\(origin.url(slow).absoluteString)"), "\(output)")
             #expect(fileSize(cli.downloads + "/quick.bin") == 200_000)

@@ -70,14 +70,9 @@ struct CLI {
     /// Runs `tessera` to its end (or kills it after `timeout`).
     func run(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> Result {
         let (process, out, err) = try start(arguments)
-        let deadline = ContinuousClock.now + timeout
-        while process.isRunning {
-            if ContinuousClock.now > deadline {
-                process.terminate()
-                Issue.record("tessera \(arguments.joined(separator: " ")) did not finish in \(timeout)")
-                break
-            }
-            try await Task.sleep(for: .milliseconds(20))
+        if await !process.exited(within: timeout) {
+            process.terminate()
+            Issue.record("tessera \(arguments.joined(separator: " ")) did not finish in \(timeout)")
         }
         process.waitUntilExit()
         return Result(

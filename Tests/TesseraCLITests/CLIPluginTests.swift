@@ -4,7 +4,7 @@ import Tessera
 import TesseraTesting
 
 /// The bundled plugins through the command line, as a user meets them.
-@Suite struct CLIPluginTests {
+@Suite(.timeLimit(.minutes(3))) struct CLIPluginTests {
     enum Kind: String, CaseIterable, Sendable {
         case playurl, dash, metalink, hls
 

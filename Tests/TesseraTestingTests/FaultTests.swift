@@ -56,13 +56,8 @@ extension OriginTests {
                 defer { connection.close() }
                 try connection.send("GET", path)
                 // Let the socket buffers fill: the origin stops at the backpressure.
-                var served: Int64 = -1
-                for _ in 0..<50 {
-                    try await Task.sleep(for: .milliseconds(50))
-                    let now = origin.bytesServed(for: path)
-                    if now == served { break }
-                    served = now
-                }
+                let stopped = await settledValue(within: .seconds(5), quiet: .milliseconds(50)) { origin.bytesServed(for: path) }
+                #expect(stopped != nil, "the origin stops writing at the backpressure")
                 let head = try connection.readHead()
                 #expect(head.status == 200)
                 var verifier = StreamingTests.StreamVerifier(content: OriginContent(path: path))

@@ -5,7 +5,7 @@ import TesseraTesting
 
 /// The origin's throttle, measured with a wall clock: `make test` runs suites named
 /// `…TimingTests` on their own, after the parallel phase.
-@Suite(.serialized) struct OriginThrottleTimingTests {
+@Suite(.serialized, .timeLimit(.minutes(2))) struct OriginThrottleTimingTests {
     @Test("throttle(bytesPerSecond:) paces the body: 200 KB at 400 KB/s takes about 0.5 s")
     func throttle() async throws {
         try await withLoopbackOrigin { origin in

@@ -27,16 +27,6 @@ extension LoopbackOrigin {
     }
 }
 
-/// Polls `condition` every 10 ms until it holds or `timeout` passes; returns whether it held.
-func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(10))
-    }
-    return condition()
-}
-
 /// Seconds in a duration, as a Double (for messages and windows).
 func seconds(_ duration: Duration) -> Double {
     let (whole, attoseconds) = duration.components

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TesseraTesting
 
 /// `tessera-test-helper`, built next to the test bundle.
 func testHelperExecutable() throws -> URL {
@@ -22,7 +23,8 @@ func startTestHelper(_ arguments: [String]) throws -> Process {
     return process
 }
 
-/// Runs `tessera-test-helper` and decodes its JSON line.
+/// Runs `tessera-test-helper` and decodes its JSON line; fails when it has not finished after
+/// `timeout` (it is terminated then).
 func runTestHelper(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> [String: Any] {
     let process = Process()
     process.executableURL = try testHelperExecutable()
@@ -31,12 +33,22 @@ func runTestHelper(_ arguments: [String], timeout: Duration = .seconds(120)) asy
     process.standardOutput = output
     process.standardError = errors
     try process.run()
+    // Ends the process once it outlives `timeout` (which ends the read below); whether it did.
+    let watchdog = Task { () -> Bool in
+        guard await !process.exited(within: timeout), !Task.isCancelled else { return false }
+        process.terminate()
+        return true
+    }
     let data = await withCheckedContinuation { continuation in
         Thread {
             let data = output.fileHandleForReading.readDataToEndOfFile()
             process.waitUntilExit()
             continuation.resume(returning: data)
         }.start()
+    }
+    watchdog.cancel()
+    if await watchdog.value {
+        throw HelperFailure("tessera-test-helper \(arguments.joined(separator: " ")) did not finish in \(timeout)")
     }
     guard process.terminationStatus == 0 else {
         let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)

@@ -349,7 +349,13 @@ final class CurlTransfer {
             // A buffer from the engine's pool (no allocation per transfer); a small body fills only
             // what it needs of it.
             let expected = spanLength.map { max(0, $0 - written) } ?? Int64(Self.writeBlockSize)
-            writeBufferCapacity = Int(min(max(expected, 16 * 1024), Int64(Self.writeBlockSize)))
+            var block = Int64(Self.writeBlockSize)
+            if let rate = core.currentRateLimit(for: pending.request) {
+                // Held back by a rate limit: smaller blocks, so what a crash record waits for is a
+                // few milliseconds of a connection's share, not a quarter MiB.
+                block = min(block, max(16 * 1024, rate / 400))
+            }
+            writeBufferCapacity = Int(min(max(expected, 16 * 1024), block))
             writeBuffer = core.borrowBuffer()
         }
         var offset = 0

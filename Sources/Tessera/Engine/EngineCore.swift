@@ -157,7 +157,7 @@ final class EngineCore: @unchecked Sendable {
     // MARK: - Engine thread
 
     /// Bytes wait at most this long in a transfer's write buffer.
-    static let staleBufferNanoseconds: UInt64 = 100_000_000
+    static let staleBufferNanoseconds: UInt64 = 20_000_000
 
     /// The engine thread's loop; returns after ``requestShutdown()``.
     func run() {

@@ -1,5 +1,6 @@
 import Foundation
 import Tessera
+import TesseraTesting
 
 /// The manifest the durable scenario's entity reads: segment URLs of one output.
 struct SegmentListDocument: Codable, Sendable {
@@ -34,14 +35,11 @@ func durableScenario(store path: String, root: String, manifest: String) async t
     let entity = SegmentListEntity(payload: manifest, entityKey: "durable")
     let restored = report.restored.contains { $0.id == entity.taskID }
     if !restored { try await manager.start(entity) }
-    while true {
-        let info = await manager.check(entity.taskID)
-        if let info, info.state.isFinal {
-            await manager.flushStore()
-            emit(["state": "\(info.state)", "restored": restored, "error": info.error.map { "\($0)" } ?? ""])
-            await engine.shutdown()
-            return
-        }
-        try await Task.sleep(for: .milliseconds(20))
+    // Until the task is finished (the test kills the process long before, or gives up later).
+    guard let info = await manager.waitFor(entity.taskID, timeout: .seconds(600), { $0.state.isFinal }), info.state.isFinal else {
+        fail("the task did not finish")
     }
+    await manager.flushStore()
+    emit(["state": "\(info.state)", "restored": restored, "error": info.error.map { "\($0)" } ?? ""])
+    await engine.shutdown()
 }

@@ -87,7 +87,7 @@ func scaleScenario(count: Int) async throws {
         let queuedRSS = residentMemory()
         let start = ContinuousClock.now
         await manager.startAll()
-        while origin.requests.isEmpty, ContinuousClock.now - start < .seconds(10) { try await Task.sleep(for: .milliseconds(1)) }
+        _ = await eventually(within: .seconds(10), every: .milliseconds(1)) { !origin.requests.isEmpty }
         guard let first = origin.requests.first else { fail("no request reached the origin") }
         let infos = await manager.checkAll()
         let runningRSS = residentMemory()
@@ -103,7 +103,7 @@ func scaleScenario(count: Int) async throws {
             try await streamed.start(SingleSegmentEntity(payload: origin.url("/bytes/1000/s/\(index).bin").absoluteString, entityKey: "s\(index)"))
         }
         let streamedAdded = ContinuousClock.now - streamStart
-        while origin.requests.isEmpty, ContinuousClock.now - streamStart < .seconds(10) { try await Task.sleep(for: .milliseconds(1)) }
+        _ = await eventually(within: .seconds(10), every: .milliseconds(1)) { !origin.requests.isEmpty }
         let streamedFirst = origin.requests.first.map { seconds($0.receivedAt - streamStart) } ?? -1
         let streamedRSS = residentMemory()
         await streamed.stopAll()

@@ -100,7 +100,7 @@ import TesseraTesting
             let cache = try SegmentCache(directory: directory.file("c"), byteBudget: 10_000)
             for name in ["old", "mid", "new"] {
                 try cache.insert(name, from: try file(name, [UInt8](repeating: 7, count: 1000)))
-                usleep(20_000)
+                usleep(20_000)  // distinct modification times: they keep the order across a reopen
             }
             _ = cache.lookup("old")
         }

@@ -6,7 +6,7 @@ import Testing
 
 /// Large files go through the crypto helpers in constant memory. Serialized, so the two tests
 /// do not count each other's buffers.
-@Suite(.serialized) struct CryptoMemoryTests {
+@Suite(.serialized, .timeLimit(.minutes(3))) struct CryptoMemoryTests {
     /// Writes `size` bytes of varied content to `path`, 1 MiB at a time.
     static func writeLargeFile(_ path: String, size: Int) throws {
         guard FileManager.default.createFile(atPath: path, contents: nil),

@@ -41,7 +41,7 @@ final class VideoEntity: PayloadEntity<VideoPayload>, DownloadParserProtocol, @u
 }
 // README:end
 
-@Suite struct ReadmeExampleTests {
+@Suite(.timeLimit(.minutes(2))) struct ReadmeExampleTests {
     @Test func theReadmeShowsExactlyTheCompiledExample() throws {
         let here = URL(fileURLWithPath: #filePath)
         let root = here.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()

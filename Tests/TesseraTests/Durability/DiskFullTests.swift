@@ -5,7 +5,7 @@ import TesseraTesting
 
 /// A real full disk: a 2 MiB tmpfs as the download root (needs the right to mount; skipped
 /// where it is not given).
-@Suite(.enabled(if: TinyFileSystem.canMount, "needs permission to mount a tmpfs"))
+@Suite(.enabled(if: TinyFileSystem.canMount, "needs permission to mount a tmpfs"), .timeLimit(.minutes(2)))
 struct DiskFullTests {
     @Test func aWriteThatFailsWithENOSPCInterruptsAndResumesWhenSpaceIsBack() async throws {
         let disk = try TinyFileSystem(megabytes: 2)
@@ -22,11 +22,7 @@ struct DiskFullTests {
             let path = "/bytes/6000000/big.bin"
             let entity = DirectEntity(url: origin.url(path))
             try await manager.start(entity)
-            let deadline = ContinuousClock.now + .seconds(20)
-            while await manager.check(entity.taskID)?.state != .interrupted(.diskSpace), ContinuousClock.now < deadline {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            let interrupted = try #require(await manager.check(entity.taskID))
+            let interrupted = try #require(await manager.waitForState(entity.taskID, .interrupted(.diskSpace), timeout: .seconds(20)))
             #expect(interrupted.state == .interrupted(.diskSpace))
             // Stopped by the write that failed, or by the check that saw the writes coming close
             // to the limit first: either way the task waits, and says why.
@@ -44,10 +40,7 @@ struct DiskFullTests {
 
             try disk.resize(megabytes: 40)
             await manager.checkDiskSpace()
-            while await manager.check(entity.taskID)?.state != .completed, ContinuousClock.now < deadline + .seconds(20) {
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            #expect(await manager.check(entity.taskID)?.state == .completed)
+            #expect(await manager.waitForState(entity.taskID, .completed)?.state == .completed)
             #expect(await origin.content(at: path).verifyFile(atPath: disk.path + "/big.bin", size: 6_000_000))
             // The resume continued from the bytes on disk (what was in flight when the write
             // failed is lost, as it must be).

@@ -11,7 +11,7 @@ final class FakeFreeSpace: FreeSpaceSource {
     func availableBytes(at path: String) -> Int64? { bytes.withLock { $0 } }
 }
 
-@Suite struct DiskSpaceTests {
+@Suite(.timeLimit(.minutes(2))) struct DiskSpaceTests {
     @Test func tasksStopBelowTheLimitAndResumeAboveTheWarning() async throws {
         let space = FakeFreeSpace()
         try await withManager(configure: {
@@ -36,11 +36,15 @@ final class FakeFreeSpace: FreeSpaceSource {
             #expect(interrupted.state == .interrupted(.diskSpace))
             #expect(await harness.sawEvent { if case .notice(let notice) = $0 { return notice.kind == .diskSpaceCritical } else { return false } })
             #expect(!FileManager.default.fileExists(atPath: harness.outputPath(fixture.entity, 0)), "no output with missing bytes")
-            // A request already on its way when the stop came may still arrive; after that, silence.
-            try await Task.sleep(for: .milliseconds(200))
+            // A request already on its way when the stop came may still arrive: wait until the
+            // engine has let go of every transfer. After that, silence, which only watching the
+            // origin for a while can show.
+            #expect(await eventually {
+                harness.engine.statistics.activeTransfers == 0 && harness.engine.statistics.queuedTransfers == 0
+            }, "the interrupted task's transfers end")
             let requests = harness.origin.totalRequests
-            try await Task.sleep(for: .milliseconds(400))
-            #expect(harness.origin.totalRequests == requests, "nothing is fetched while the disk is full")
+            #expect(await consistently(for: .milliseconds(400)) { harness.origin.totalRequests == requests },
+                "nothing is fetched while the disk is full")
 
             // Above the stop limit but below the warning: still waiting (hysteresis).
             space.set(100_000_000)

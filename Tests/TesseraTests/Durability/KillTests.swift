@@ -5,7 +5,7 @@ import TesseraTesting
 
 /// The acceptance test of durability: a process downloading a 256 MiB entity of 256 segments
 /// is killed with SIGKILL at ten random moments and started again each time on the same store.
-@Suite struct KillTests {
+@Suite(.timeLimit(.minutes(4))) struct KillTests {
     @Test func tenKillsLoseNothingAndRefetchAlmostNothing() async throws {
         let base = FileManager.default.fileExists(atPath: "/dev/shm") ? "/dev/shm" : NSTemporaryDirectory()
         let directory = base + "/tessera-kill-\(UUID().uuidString)"
@@ -35,7 +35,7 @@ import TesseraTesting
             }
             let finalStart = ContinuousClock.now
             print("KILL phase kills done after \(ContinuousClock.now - testStart), served so far \(origin.totalBytesServed)")
-            let result = try await runTestHelper(arguments, timeout: .seconds(300))
+            let result = try await runTestHelper(arguments, timeout: .seconds(150))  // inside the suite's time limit
             print("KILL final run took \(ContinuousClock.now - finalStart)")
             #expect(result["state"] as? String == "completed", "\(result)")
             #expect(kills == 10, "the download outlived only \(kills) kills")

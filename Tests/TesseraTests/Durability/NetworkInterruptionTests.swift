@@ -3,7 +3,7 @@ import Testing
 @testable import Tessera
 import TesseraTesting
 
-@Suite struct NetworkInterruptionTests {
+@Suite(.timeLimit(.minutes(2))) struct NetworkInterruptionTests {
     /// An origin that is down: its port is known, nothing listens on it.
     func downOrigin() async throws -> Int {
         let origin = try await LoopbackOrigin.start()
@@ -21,15 +21,6 @@ import TesseraTesting
         return (DownloadTaskManager(configuration: configuration, engine: engine), engine)
     }
 
-    func waitFor(_ manager: DownloadTaskManager, _ id: DownloadTaskID, _ state: DownloadTaskState, timeout: Duration = .seconds(15)) async -> DownloadTaskState? {
-        let deadline = ContinuousClock.now + timeout
-        while ContinuousClock.now < deadline {
-            if let current = await manager.check(id)?.state, current == state { return current }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return await manager.check(id)?.state
-    }
-
     @Test func refusedConnectionsInterruptWithoutSpendingRetriesAndResumeWhenTheMonitorSaysOnline() async throws {
         let root = TemporaryDirectory("network")
         defer { root.cleanUp() }
@@ -41,18 +32,20 @@ import TesseraTesting
         let url = URL(string: "http://127.0.0.1:\(port)/bytes/300000/net.bin")!
         let entity = DirectEntity(url: url)
         try await manager.start(entity)
-        #expect(await waitFor(manager, entity.taskID, .interrupted(.network)) == .interrupted(.network))
+        #expect(await manager.waitForState(entity.taskID, .interrupted(.network))?.state == .interrupted(.network))
         #expect(sleeper.delays.isEmpty, "no retry was spent")
         #expect(await manager.check(entity.taskID)?.error?.code == .connectionRefused)
 
         // The server comes back, but the monitor still says offline: nothing is probed.
         let origin = try await LoopbackOrigin.start(port: port)
-        try await Task.sleep(for: .milliseconds(600))
-        #expect(origin.totalRequests == 0)
-        #expect(await manager.check(entity.taskID)?.state == .interrupted(.network))
+        // Only watching for a while (several probe intervals) can show that nothing happens.
+        #expect(await consistently(for: .milliseconds(600)) {
+            let state = await manager.check(entity.taskID)?.state
+            return origin.totalRequests == 0 && state == .interrupted(.network)
+        }, "requests: \(origin.totalRequests)")
 
         monitor.set(.online)
-        #expect(await waitFor(manager, entity.taskID, .completed) == .completed)
+        #expect(await manager.waitForState(entity.taskID, .completed)?.state == .completed)
         #expect(await origin.content(at: url.path).verifyFile(atPath: root.file("net.bin"), size: 300_000))
         let notices = events.all.compactMap { event -> DownloadNotice.Kind? in
             if case .notice(let notice) = event { return notice.kind }
@@ -76,8 +69,8 @@ import TesseraTesting
         let entity = DirectEntity(url: URL(string: "http://127.0.0.1:\(port)/bytes/1000/gone.bin")!)
         let started = ContinuousClock.now
         try await manager.start(entity)
-        #expect(await waitFor(manager, entity.taskID, .interrupted(.network)) == .interrupted(.network))
-        #expect(await waitFor(manager, entity.taskID, .failed) == .failed)
+        #expect(await manager.waitForState(entity.taskID, .interrupted(.network))?.state == .interrupted(.network))
+        #expect(await manager.waitForState(entity.taskID, .failed)?.state == .failed)
         let waited = ContinuousClock.now - started
         #expect(waited >= .milliseconds(600) && waited < .seconds(5), "\(waited)")
         let error = await manager.check(entity.taskID)?.error
@@ -87,7 +80,7 @@ import TesseraTesting
         // A failed task may be started again; when the server is back it completes.
         let origin = try await LoopbackOrigin.start(port: port)
         try await manager.start(entity)
-        #expect(await waitFor(manager, entity.taskID, .completed) == .completed)
+        #expect(await manager.waitForState(entity.taskID, .completed)?.state == .completed)
         await engine.shutdown()
         try await origin.shutdown()
     }
@@ -102,10 +95,13 @@ import TesseraTesting
         let url = URL(string: "http://127.0.0.1:\(port)/bytes/200000/probe.bin")!
         let entity = DirectEntity(url: url)
         try await manager.start(entity)
-        #expect(await waitFor(manager, entity.taskID, .interrupted(.network)) == .interrupted(.network))
-        try await Task.sleep(for: .milliseconds(500))
+        #expect(await manager.waitForState(entity.taskID, .interrupted(.network))?.state == .interrupted(.network))
+        // Probes (HEAD, through the engine) fail against the down server, with backoff: let two
+        // of them fail before the server comes back.
+        let failedBefore = engine.statistics.finishedTransfers
+        #expect(await eventually { engine.statistics.finishedTransfers >= failedBefore + 2 }, "probes while the server is down")
         let origin = try await LoopbackOrigin.start(port: port)
-        #expect(await waitFor(manager, entity.taskID, .completed) == .completed)
+        #expect(await manager.waitForState(entity.taskID, .completed)?.state == .completed)
         #expect(origin.requests.first?.method == "HEAD", "a probe found the server first")
         #expect(sleeper.delays.isEmpty)
         await engine.shutdown()
@@ -124,10 +120,14 @@ import TesseraTesting
             try await manager.add(paused)
             await manager.stop(paused.taskID)
             try await manager.start(lost)
-            #expect(await waitFor(manager, lost.taskID, .interrupted(.network)) == .interrupted(.network))
+            #expect(await manager.waitForState(lost.taskID, .interrupted(.network))?.state == .interrupted(.network))
             monitor.set(.online)
-            try await Task.sleep(for: .milliseconds(300))
-            #expect(await manager.check(paused.taskID)?.state == .paused, "a paused task stays paused")
+            // The lost task hears of it (it runs again, and is refused again)…
+            let failedBefore = engine.statistics.finishedTransfers
+            #expect(await eventually { engine.statistics.finishedTransfers > failedBefore }, "the lost task tried again")
+            // …the paused one must not: only watching it for a while can show that.
+            #expect(await consistently(for: .milliseconds(300)) { await manager.check(paused.taskID)?.state == .paused },
+                "a paused task stays paused")
             await engine.shutdown()
         }
     }
@@ -145,10 +145,10 @@ import TesseraTesting
             let events = EventLog(manager.events())
             let entity = DirectEntity(url: origin.url("/bytes/5000/metered.bin"))
             try await manager.start(entity)
-            #expect(await waitFor(manager, entity.taskID, .interrupted(.meteredNetwork)) == .interrupted(.meteredNetwork))
+            #expect(await manager.waitForState(entity.taskID, .interrupted(.meteredNetwork))?.state == .interrupted(.meteredNetwork))
             #expect(origin.totalRequests == 0)
             monitor.set(NetworkStatus(isOnline: true, isMetered: false, interfaces: ["eth0"]))
-            #expect(await waitFor(manager, entity.taskID, .completed) == .completed)
+            #expect(await manager.waitForState(entity.taskID, .completed)?.state == .completed)
             #expect(events.all.contains { if case .notice(let notice) = $0 { return notice.kind == .meteredNetwork && notice.taskID == entity.taskID } else { return false } })
 
             // Allowed: the task runs, and the notice says it started on a metered network.
@@ -159,7 +159,7 @@ import TesseraTesting
             let secondEvents = EventLog(second.events())
             let other = DirectEntity(url: origin.url("/bytes/5000/metered-ok.bin"))
             try await second.start(other)
-            #expect(await waitFor(second, other.taskID, .completed) == .completed)
+            #expect(await second.waitForState(other.taskID, .completed)?.state == .completed)
             #expect(secondEvents.all.contains { if case .notice(let notice) = $0 { return notice.kind == .meteredNetwork && notice.message.contains("started") } else { return false } })
             events.stop()
             secondEvents.stop()

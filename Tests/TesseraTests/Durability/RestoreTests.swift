@@ -3,7 +3,7 @@ import Testing
 @testable import Tessera
 import TesseraTesting
 
-@Suite struct RestoreTests {
+@Suite(.timeLimit(.minutes(2))) struct RestoreTests {
     /// A second manager over the same store and root, as a new process would be.
     func reopen(_ harness: ManagerHarness, store: any DownloadStore) -> DownloadTaskManager {
         var configuration = DownloadTaskManager.Configuration(downloadRoot: harness.root.path)
@@ -13,13 +13,12 @@ import TesseraTesting
         return DownloadTaskManager(configuration: configuration, engine: harness.engine, store: store, registry: registry)
     }
 
-    func waitFor(_ manager: DownloadTaskManager, _ id: DownloadTaskID, _ state: DownloadTaskState) async -> DownloadTaskState? {
-        let deadline = ContinuousClock.now + .seconds(20)
-        while ContinuousClock.now < deadline {
-            if let current = await manager.check(id)?.state, current == state { return current }
-            try? await Task.sleep(for: .milliseconds(20))
-        }
-        return await manager.check(id)?.state
+    /// Whether the journal on disk of task `id`, under the download root `root`, says that
+    /// `bytes` bytes of `segment` (starting at `offset` in output 0) are there, with the version
+    /// they belong to: what a later run continues from.
+    func journalRecords(_ root: String, _ id: DownloadTaskID, segment: Int, at offset: Int64, bytes: Int64) -> Bool {
+        let record = TaskJournal.load(from: FileLayout(root: root).journalBase(of: id))[0]
+        return record?.partials[segment] != nil && (record?.ranges.contiguousCount(from: offset) ?? 0) >= bytes
     }
 
     @Test func aDownloadingTaskContinuesInANewManagerWithoutFetchingFinishedSegmentsAgain() async throws {
@@ -39,12 +38,13 @@ import TesseraTesting
             configuration.progressInterval = .milliseconds(50)
             let first = DownloadTaskManager(configuration: configuration, engine: try CurlEngine(configuration: .forTests()), store: store)
             try await first.start(fixture.entity)
-            let deadline = ContinuousClock.now + .seconds(20)
-            while ContinuousClock.now < deadline {
-                if let info = await first.check(fixture.id), info.segmentsDone == 3, info.bytesDone >= 3 * 400_000 + 3 * 200_000 { break }
-                try await Task.sleep(for: .milliseconds(20))
-            }
-            try await Task.sleep(for: .milliseconds(150))
+            let reached = await first.waitFor(fixture.id, timeout: .seconds(20)) { $0.segmentsDone == 3 && $0.bytesDone >= 3 * 400_000 + 3 * 200_000 }
+            #expect(reached?.segmentsDone == 3, "\(String(describing: reached))")
+            // What the next manager continues from is what the journal has committed (every
+            // 20 ms, from the engine's thread): wait until it holds the bytes in flight.
+            #expect(await eventually {
+                (3..<6).allSatisfy { journalRecords(harness.root.path, fixture.id, segment: $0, at: Int64($0) * 400_000, bytes: 200_000) }
+            }, "the journal records the half-fetched segments")
             await first.flushStore()
             // Its engine goes away with the stalled transfers (the process died).
             await first.engine.shutdown()
@@ -58,7 +58,7 @@ import TesseraTesting
             let report = try await second.restore()
             #expect(report.restored.map(\.id) == [fixture.id])
             #expect(report.skipped.isEmpty)
-            #expect(await waitFor(second, fixture.id, .completed) == .completed)
+            #expect(await second.waitForState(fixture.id, .completed, timeout: .seconds(20))?.state == .completed)
             #expect(harness.outputsMatch(fixture))
             for segment in 0..<3 {
                 #expect(harness.origin.requestCount(for: harness.segmentPath("restore", 0, segment, size: 400_000)) == 1)
@@ -85,8 +85,8 @@ import TesseraTesting
             try await first.start(done.entity)
             try await first.add(paused.entity)
             try await first.start(broken.entity)
-            #expect(await waitFor(first, done.id, .completed) == .completed)
-            #expect(await waitFor(first, broken.id, .failed) == .failed)
+            #expect(await first.waitForState(done.id, .completed, timeout: .seconds(20))?.state == .completed)
+            #expect(await first.waitForState(broken.id, .failed, timeout: .seconds(20))?.state == .failed)
             await first.flushStore()
 
             let requests = harness.origin.totalRequests
@@ -98,8 +98,9 @@ import TesseraTesting
             #expect(await second.check(paused.id)?.state == .idle)
             #expect(await second.check(broken.id)?.state == .failed)
             #expect(await second.check(broken.id)?.error?.httpStatus == 500, "the error survives")
-            try await Task.sleep(for: .milliseconds(200))
-            #expect(harness.origin.totalRequests == requests, "restoring starts nothing that was not running")
+            // That restoring starts nothing can only be seen by watching the origin for a while.
+            #expect(await consistently(for: .milliseconds(200)) { harness.origin.totalRequests == requests },
+                "restoring starts nothing that was not running")
         }
     }
 
@@ -133,14 +134,14 @@ import TesseraTesting
             registry.register(FixtureEntity.self)
             let first = DownloadTaskManager(configuration: configuration, engine: harness.engine, store: store, registry: registry)
             try await first.start(fixture.entity)
-            let deadline = ContinuousClock.now + .seconds(20)
-            while ContinuousClock.now < deadline {
-                if let info = await first.check(fixture.id), info.segmentsDone == 3, info.bytesDone >= 3 * 300_000 + 100_000 { break }
-                try await Task.sleep(for: .milliseconds(20))
-            }
+            let reached = await first.waitFor(fixture.id, timeout: .seconds(20)) { $0.segmentsDone == 3 && $0.bytesDone >= 3 * 300_000 + 100_000 }
+            #expect(reached?.segmentsDone == 3, "\(String(describing: reached))")
             await first.stop(fixture.id)
-            try await Task.sleep(for: .milliseconds(100))
-            await first.flushStore()
+            // The first manager goes away before its directory moves: shutdown waits for the
+            // stopped run to end (its journal written) and writes the store.
+            await first.shutdown()
+            #expect(journalRecords(oldRoot.path, fixture.id, segment: 3, at: 900_000, bytes: 100_000),
+                "the journal records the half-fetched segment")
             harness.origin.clearFaults()
 
             // The whole download directory moves elsewhere.
@@ -151,7 +152,7 @@ import TesseraTesting
             try await second.restore()
             #expect(await second.check(fixture.id)?.state == .paused)
             try await second.resume(fixture.id)
-            #expect(await waitFor(second, fixture.id, .completed) == .completed)
+            #expect(await second.waitForState(fixture.id, .completed, timeout: .seconds(20))?.state == .completed)
             let output = newRoot.file("fixtures/moved/out-0.bin")
             #expect(fileBytes(output) == harness.expectedBytes(of: fixture.document, output: 0))
             for segment in 0..<3 {

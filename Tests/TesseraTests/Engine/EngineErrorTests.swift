@@ -5,7 +5,7 @@ import Testing
 import TesseraTesting
 
 /// Failures are classified into a ``DownloadError`` the manager can act on.
-@Suite struct EngineErrorTests {
+@Suite(.timeLimit(.minutes(2))) struct EngineErrorTests {
     let directory = TemporaryDirectory("errors")
     let engine: CurlEngine
 

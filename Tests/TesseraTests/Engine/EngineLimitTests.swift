@@ -3,7 +3,7 @@ import Testing
 import Tessera
 import TesseraTesting
 
-@Suite struct EngineLimitTests {
+@Suite(.timeLimit(.minutes(2))) struct EngineLimitTests {
     let directory = TemporaryDirectory("limits")
 
     @Test func twoHundredTransfersNeverExceedSixteenConnections() async throws {

@@ -1,7 +1,7 @@
 import Foundation
 import Testing
 
-@Suite struct EngineMemoryTests {
+@Suite(.timeLimit(.minutes(3))) struct EngineMemoryTests {
     /// Measured in a process of its own: resident memory is per process, and other tests run
     /// in parallel in this one.
     @Test func a200MiBDownloadKeepsMemoryFlat() async throws {

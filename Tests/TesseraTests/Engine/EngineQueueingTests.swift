@@ -3,7 +3,7 @@ import Testing
 import Tessera
 import TesseraTesting
 
-@Suite struct EngineQueueingTests {
+@Suite(.timeLimit(.minutes(2))) struct EngineQueueingTests {
     /// Transfers that wait inside libcurl for a free connection must not run out their connect
     /// timeout while they wait: the timeout is for connecting, not for queueing.
     @Test func waitingForAConnectionIsNotAConnectTimeout() async throws {

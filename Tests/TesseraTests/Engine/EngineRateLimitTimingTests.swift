@@ -5,7 +5,7 @@ import TesseraTesting
 
 /// Rate limits are wall-clock measurements: `make test` runs suites named `…TimingTests` on
 /// their own, after the parallel phase, and one test at a time.
-@Suite(.serialized) struct EngineRateLimitTimingTests {
+@Suite(.serialized, .timeLimit(.minutes(2))) struct EngineRateLimitTimingTests {
     @Test func theGlobalLimitHoldsWithinTenPercentOverFiveSeconds() async throws {
         var configuration = CurlEngine.Configuration.forTests()
         let rate: Int64 = 2 << 20
@@ -39,7 +39,8 @@ import TesseraTesting
             let long = (0..<4).map { index in
                 Task { try await engine.transfer(TransferRequest(url: origin.url("/bytes/8388608/long\(index)"), destination: .discard)) }
             }
-            try await Task.sleep(for: .milliseconds(300))
+            #expect(await eventually { (0..<4).allSatisfy { origin.bytesServed(for: "/bytes/8388608/long\($0)") > 0 } },
+                "the four long transfers are under way")
             // ...then a small one arrives: a fair share (a fifth, 400 KiB/s) brings 256 KiB in
             // under a second; starved, it would wait for a long one to finish.
             let started = ContinuousClock.now
@@ -70,7 +71,8 @@ import TesseraTesting
         try await withLoopbackOrigin { origin in
             let started = ContinuousClock.now
             let task = Task { try await engine.transfer(TransferRequest(url: origin.url("/bytes/5000000/lift"), destination: .discard)) }
-            try await Task.sleep(for: .milliseconds(300))
+            // The transfer runs under the limit before it is lifted.
+            #expect(await eventually { origin.bytesServed(for: "/bytes/5000000/lift") > 0 }, "the transfer is under way")
             engine.setGlobalRateLimit(nil)
             _ = try await task.value
             // At 100 kB/s the transfer would need 50 s; lifted, it finishes at once.

@@ -4,7 +4,7 @@ import Tessera
 import TesseraTesting
 
 /// Resume semantics: `Range` + `If-Range` from a checkpoint, clean restarts, never a splice.
-@Suite struct EngineResumeTests {
+@Suite(.timeLimit(.minutes(2))) struct EngineResumeTests {
     let directory = TemporaryDirectory("resume")
     let engine: CurlEngine
 

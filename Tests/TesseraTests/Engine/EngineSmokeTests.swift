@@ -3,7 +3,7 @@ import Testing
 import Tessera
 import TesseraTesting
 
-@Suite struct EngineSmokeTests {
+@Suite(.timeLimit(.minutes(2))) struct EngineSmokeTests {
     @Test func downloadsAFile() async throws {
         try await withLoopbackOrigin { origin in
             let engine = try CurlEngine(configuration: .forTests())

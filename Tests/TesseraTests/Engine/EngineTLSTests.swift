@@ -4,7 +4,7 @@ import Tessera
 import TesseraTesting
 
 /// TLS verification and HTTP/2 multiplexing against nginx (installed by `make test`).
-@Suite(.enabled(if: NginxTLSOrigin.isAvailable, "needs nginx and openssl"), .serialized)
+@Suite(.enabled(if: NginxTLSOrigin.isAvailable, "needs nginx and openssl"), .serialized, .timeLimit(.minutes(2)))
 struct EngineTLSTests {
     static let files: [String: [UInt8]] = Dictionary(uniqueKeysWithValues: (0..<20).map { index in
         ("f\(index).bin", OriginContent(path: "/tls/\(index)").bytes(0..<300_000))

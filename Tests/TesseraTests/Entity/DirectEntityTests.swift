@@ -42,16 +42,6 @@ private func originLastModified(version: Int = 0) -> String {
     return formatter.string(from: Date(timeIntervalSince1970: 1_700_000_000 + Double(version) * 86_400))
 }
 
-/// Polls `condition` until it holds or `timeout` passes; returns whether it held.
-private func waitUntil(_ timeout: Duration = .seconds(20), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while ContinuousClock.now < deadline {
-        if condition() { return true }
-        try? await Task.sleep(for: .milliseconds(2))
-    }
-    return condition()
-}
-
 /// The first and last byte of a `Range: bytes=a-b` (or `bytes=a-`) header.
 private func parseRange(_ header: String?) -> (first: Int64, last: Int64?)? {
     guard let header, header.hasPrefix("bytes=") else { return nil }
@@ -761,7 +751,10 @@ private func smallSplitting(
         let entity = DirectEntity(url: origin.url(path))
         try await harness.manager.start(entity)
         // The split has begun: a ranged request went out.
-        let split = await waitUntil { origin.requests(for: path).contains { $0.header("Range") != nil } }
+        // Checked every 2 ms: the content must change before the fast second connection is done.
+        let split = await eventually(within: .seconds(20), every: .milliseconds(2)) {
+            origin.requests(for: path).contains { $0.header("Range") != nil }
+        }
         try #require(split, "the download was split")
         let before = origin.requests(for: path).count
         origin.changeContent(at: path)

@@ -3,7 +3,7 @@ import Testing
 @testable import Tessera
 import TesseraTesting
 
-@Suite struct ManagerAcceptanceTests {
+@Suite(.timeLimit(.minutes(2))) struct ManagerAcceptanceTests {
     @Test func aUserEntityDownloadsThreeOutputsOfFiftySegments() async throws {
         try await withManager { harness in
             let fixture = harness.fixture("accept", outputs: 3, segments: 50, size: 20_000)

@@ -3,7 +3,7 @@ import Testing
 @testable import Tessera
 import TesseraTesting
 
-@Suite struct ManagerCacheTests {
+@Suite(.timeLimit(.minutes(2))) struct ManagerCacheTests {
     /// A fixture whose segments carry their SHA-256, so the default cache key is content-addressed.
     func hashedFixture(_ harness: ManagerHarness, key: String, manifestOrigin: LoopbackOrigin, segmentKey: String = "shared") -> Fixture {
         let size: Int64 = 50_000

@@ -3,7 +3,7 @@ import Testing
 @testable import Tessera
 import TesseraTesting
 
-@Suite struct ManagerCommandTests {
+@Suite(.timeLimit(.minutes(2))) struct ManagerCommandTests {
     @Test func startReturnsTheTaskAndCheckFindsIt() async throws {
         try await withManager { harness in
             let fixture = harness.fixture("cmd-start", segments: 3)
@@ -27,7 +27,10 @@ import TesseraTesting
             #expect(first.id == again.id)
             await harness.waitForState(fixture.id, .completed)
             _ = try await harness.manager.start(fixture.entity)
-            try await Task.sleep(for: .milliseconds(100))
+            // Starting a completed task again fetches nothing: absence, which only watching the
+            // origin for a while can show.
+            let requests = harness.origin.totalRequests
+            #expect(await consistently(for: .milliseconds(100)) { harness.origin.totalRequests == requests })
             #expect(await harness.manager.checkAll().count == 1)
             #expect(harness.origin.requestCount(for: "/manifests/dup.json") == 1)
             for segment in 0..<4 {
@@ -49,8 +52,9 @@ import TesseraTesting
             #expect(paused.state == .paused)
             #expect(paused.bytesDone >= 1_800_000, "in-flight bytes are kept")
             let requestsWhilePaused = harness.origin.totalRequests
-            try await Task.sleep(for: .milliseconds(300))
-            #expect(harness.origin.totalRequests == requestsWhilePaused, "a paused task sends nothing")
+            // Absence: only watching the origin for a while shows that nothing more is asked for.
+            #expect(await consistently(for: .milliseconds(300)) { harness.origin.totalRequests == requestsWhilePaused },
+                "a paused task sends nothing")
             harness.origin.clearFaults()
             try await harness.manager.perform(.resume(fixture.id))
             await harness.waitForState(fixture.id, .completed)
@@ -76,8 +80,9 @@ import TesseraTesting
             #expect(try await harness.manager.start(queued.entity).state == .waiting)
             #expect(await harness.manager.stop(queued.id)?.state == .paused)
             await harness.waitForState(slow.id, .completed)
-            try await Task.sleep(for: .milliseconds(100))
-            #expect(await harness.manager.check(queued.id)?.state == .paused, "a paused task is not started by a free slot")
+            // The slot is free now; only watching the paused task for a while shows it stays put.
+            #expect(await consistently(for: .milliseconds(100)) { await harness.manager.check(queued.id)?.state == .paused },
+                "a paused task is not started by a free slot")
             #expect(harness.origin.requestCount(for: "/manifests/queued.json") == 0)
         }
     }
@@ -109,8 +114,11 @@ import TesseraTesting
             await harness.waitForState(fixture.id, .completed)
             #expect(FileManager.default.fileExists(atPath: harness.outputPath(fixture.entity, 0)))
             await harness.manager.remove(fixture.id)
-            try await Task.sleep(for: .milliseconds(100))
-            #expect(FileManager.default.fileExists(atPath: harness.outputPath(fixture.entity, 0)), "outputs stay by default")
+            #expect(await harness.sawEvent { if case .taskRemoved(let id) = $0 { return id == fixture.id } else { return false } })
+            // The files go in the background after that; that the outputs are not among them
+            // only watching them for a while can show.
+            #expect(await consistently(for: .milliseconds(100)) { FileManager.default.fileExists(atPath: harness.outputPath(fixture.entity, 0)) },
+                "outputs stay by default")
             let second = harness.fixture("remove-delete", outputs: 2, segments: 2)
             try await harness.manager.start(second.entity)
             await harness.waitForState(second.id, .completed)

@@ -3,7 +3,7 @@ import Testing
 @testable import Tessera
 import TesseraTesting
 
-@Suite struct ManagerEventTests {
+@Suite(.timeLimit(.minutes(2))) struct ManagerEventTests {
     @Test func progressComesAtMostOncePerIntervalAndEveryStateChangeIsDelivered() async throws {
         try await withManager(configure: { $0.progressInterval = .milliseconds(300) }) { harness in
             let fixture = harness.fixture("events", segments: 4, size: 400_000)
@@ -40,7 +40,7 @@ import TesseraTesting
 }
 
 /// Wall-clock spacing of events: run on its own in `make test`'s timing phase.
-@Suite struct ManagerProgressTimingTests {
+@Suite(.timeLimit(.minutes(2))) struct ManagerProgressTimingTests {
     @Test func progressEventsAreSpacedByTheInterval() async throws {
         let recorder = TimedEvents()
         try await withManager(configure: { $0.progressInterval = .milliseconds(250) }) { harness in
@@ -76,7 +76,7 @@ final class TimedEvents: @unchecked Sendable {
 /// Segments whose sizes the manifest does not give (HLS, DASH): the total is an estimate, said
 /// so, and only once enough segments have arrived to make one; it is exact once every segment's
 /// response has told its size.
-@Suite struct EstimatedTotalTests {
+@Suite(.timeLimit(.minutes(2))) struct EstimatedTotalTests {
     @Test func theTotalIsMarkedAsAnEstimateAndWaitsForATenthOfTheSegments() async throws {
         try await withManager(configure: { $0.maxConcurrentSegments = 1 }) { harness in
             let fixture = harness.fixture("estimate", segments: 20, size: 10_000) { document in
@@ -86,11 +86,14 @@ final class TimedEvents: @unchecked Sendable {
                 harness.origin.inject(.throttle(bytesPerSecond: 200_000), at: harness.segmentPath("estimate", 0, segment, size: 10_000))
             }
             try await harness.manager.start(fixture.entity)
+            // A snapshot every 10 ms until the task ends.
             var samples: [DownloadTaskInfo] = []
-            while let info = await harness.manager.check(fixture.id), !info.state.isFinal {
+            let ended = await eventually(within: .seconds(30)) {
+                guard let info = await harness.manager.check(fixture.id), !info.state.isFinal else { return true }
                 samples.append(info)
-                try await Task.sleep(for: .milliseconds(10))
+                return false
             }
+            #expect(ended)
             let running = samples.filter { $0.state == .downloading }
             #expect(running.count > 20)
             for info in running {

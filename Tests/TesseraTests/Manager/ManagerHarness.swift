@@ -101,38 +101,34 @@ struct ManagerHarness {
         }
     }
 
-    /// Polls the task until `condition` holds (or fails the test after `timeout`).
+    /// Polls the task until `condition` holds (or fails the test after `timeout`); the last
+    /// snapshot (``DownloadTaskManager/waitFor(_:timeout:_:)`` of `TesseraTesting`, recording an
+    /// issue when it timed out).
     @discardableResult
     func waitFor(
         _ id: DownloadTaskID, timeout: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation,
         _ condition: (DownloadTaskInfo) -> Bool
     ) async -> DownloadTaskInfo? {
-        let deadline = ContinuousClock.now + timeout
-        var last: DownloadTaskInfo?
-        while ContinuousClock.now < deadline {
-            last = await manager.check(id)
-            if let last, condition(last) { return last }
-            try? await Task.sleep(for: .milliseconds(10))
+        let last = await manager.waitFor(id, timeout: timeout, condition)
+        if last.map(condition) != true {
+            Issue.record(
+                "timed out waiting for \(id); last state \(last.map { "\($0.state)" } ?? "none"), error \(String(describing: last?.error))",
+                sourceLocation: sourceLocation)
         }
-        Issue.record("timed out waiting for \(id); last state \(last.map { "\($0.state)" } ?? "none"), error \(String(describing: last?.error))", sourceLocation: sourceLocation)
         return last
     }
 
     /// Polls `condition` (events arrive asynchronously) for up to five seconds.
     func eventually(_ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + .seconds(5)
-        while ContinuousClock.now < deadline {
-            if condition() { return true }
-            try? await Task.sleep(for: .milliseconds(10))
-        }
-        return condition()
+        await TesseraTesting.eventually(condition)
     }
 
     /// Whether an event satisfying `matches` has arrived (waiting up to five seconds for it).
     func sawEvent(_ matches: (DownloadEvent) -> Bool) async -> Bool {
-        await eventually { log.all.contains(where: matches) }
+        await log.eventually { $0.contains(where: matches) }
     }
 
+    /// Polls the task until it is in `state` (or fails the test after `timeout`).
     @discardableResult
     func waitForState(_ id: DownloadTaskID, _ state: DownloadTaskState, timeout: Duration = .seconds(30), sourceLocation: SourceLocation = #_sourceLocation) async -> DownloadTaskInfo? {
         await waitFor(id, timeout: timeout, sourceLocation: sourceLocation) { $0.state == state }

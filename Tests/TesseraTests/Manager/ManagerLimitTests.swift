@@ -4,7 +4,7 @@ import Testing
 @testable import Tessera
 import TesseraTesting
 
-@Suite struct ManagerLimitTests {
+@Suite(.timeLimit(.minutes(2))) struct ManagerLimitTests {
     /// `-j 3`: at most three tasks hold a task slot (resolving, or downloading with segments
     /// still waiting for a slot); a task whose last segments are all in flight lets the next one
     /// start. Seen from outside: never more than three resolving at once, and tasks start in order.

@@ -3,7 +3,7 @@ import Testing
 @testable import Tessera
 import TesseraTesting
 
-@Suite struct ManagerRetryTests {
+@Suite(.timeLimit(.minutes(2))) struct ManagerRetryTests {
     @Test func backoffGrowsExponentiallyWithJitterWithinTheCap() async throws {
         try await withManager(configure: {
             $0.retry = RetryPolicy(maxAttempts: 6, baseDelay: .milliseconds(400), maxDelay: .seconds(2))

@@ -13,7 +13,7 @@ final class SingleSegmentEntity: PayloadEntity<String>, DownloadParserProtocol, 
     }
 }
 
-@Suite struct ManagerScaleTimingTests {
+@Suite(.timeLimit(.minutes(3))) struct ManagerScaleTimingTests {
     /// Measured in a process of its own (see `tessera-test-helper scale`), and in the timing
     /// phase of `make test`, so neither this process's tests nor other processes compete.
     @Test func aManagerWithTenThousandQueuedTasksStartsFastAndStaysSmall() async throws {

@@ -3,7 +3,7 @@ import Testing
 @testable import Tessera
 import TesseraTesting
 
-@Suite struct OutputNameTests {
+@Suite(.timeLimit(.minutes(2))) struct OutputNameTests {
     @Test func numberedNamesGoBeforeTheExtension() {
         #expect(DownloadTaskManager.numbered("file.bin", 1) == "file.1.bin")
         #expect(DownloadTaskManager.numbered("dir.v2/file", 3) == "dir.v2/file.3")

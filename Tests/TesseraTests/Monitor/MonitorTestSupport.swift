@@ -3,6 +3,7 @@ import Synchronization
 import Testing
 
 @testable import Tessera
+import TesseraTesting
 
 #if canImport(Glibc)
 import Glibc
@@ -10,14 +11,10 @@ import Glibc
 
 /// Helpers for the network monitor tests, kept under one name so they cannot clash with others.
 enum MonitorTestSupport {
-    /// Polls `condition` every few milliseconds until it holds or `timeout` passes.
+    /// Polls `condition` every 5 ms until it holds or `timeout` passes (`eventually` of
+    /// `TesseraTesting`).
     static func waitUntil(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
-        let deadline = ContinuousClock.now + timeout
-        while !condition() {
-            guard ContinuousClock.now < deadline else { return false }
-            try? await Task.sleep(for: .milliseconds(5))
-        }
-        return true
+        await eventually(within: timeout, every: .milliseconds(5), condition)
     }
 
     // MARK: Statuses and the interfaces that give them
@@ -63,6 +60,21 @@ enum MonitorTestSupport {
     /// Whether thread `tid` of this process still exists.
     static func threadExists(_ tid: pid_t) -> Bool {
         FileManager.default.fileExists(atPath: "/proc/self/task/\(tid)")
+    }
+
+    /// Whether thread `tid` of this process is blocked in poll(2) or ppoll(2), from the system
+    /// call `/proc/self/task/<tid>/syscall` names; `nil` where that cannot be read or told.
+    static func isBlockedInPoll(_ tid: pid_t) -> Bool? {
+        guard let text = try? String(contentsOfFile: "/proc/self/task/\(tid)/syscall", encoding: .utf8) else { return nil }
+        // "running", or the number of the call it is blocked in, followed by its arguments.
+        guard let number = text.split(separator: " ").first.flatMap({ Int($0) }) else { return false }
+        #if arch(x86_64)
+        return number == 7 || number == 271  // poll, ppoll
+        #elseif arch(arm64)
+        return number == 73  // ppoll
+        #else
+        return nil
+        #endif
     }
 
     // MARK: The `ip` tool

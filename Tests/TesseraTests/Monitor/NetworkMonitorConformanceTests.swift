@@ -2,6 +2,7 @@ import Foundation
 import Testing
 
 @testable import Tessera
+import TesseraTesting
 
 /// The rules every ``NetworkMonitor`` must keep (see the protocol's documentation), checked
 /// against each implementation.
@@ -10,7 +11,7 @@ import Testing
 /// (it is driven only by the event test in `NetlinkNetworkMonitorTests`), and
 /// ``ManualNetworkMonitor`` has no way to be stopped, so "streams end on stop" cannot be asked
 /// of it.
-@Suite("NetworkMonitor conformance")
+@Suite("NetworkMonitor conformance", .timeLimit(.minutes(2)))
 struct NetworkMonitorConformanceTests {
     /// A monitor under test, with the means to drive and stop it when it has them.
     struct Subject: Sendable {
@@ -116,7 +117,8 @@ struct NetworkMonitorConformanceTests {
         let expected = [MonitorTestSupport.offline, MonitorTestSupport.mobile, MonitorTestSupport.wired]
         #expect(await first.waitForValues(expected.count))
         #expect(await second.waitForValues(expected.count))
-        try await Task.sleep(for: .milliseconds(100))  // room for a wrong extra one
+        // Room for a wrong extra one: absence, which only watching for a while can show.
+        #expect(await consistently(for: .milliseconds(100)) { first.values.count == expected.count && second.values.count == expected.count })
         #expect(first.values == expected)
         #expect(second.values == expected)
         #expect(subject.monitor.currentStatus == MonitorTestSupport.wired)
@@ -127,7 +129,8 @@ struct NetworkMonitorConformanceTests {
         await drive(MonitorTestSupport.mobile)
         #expect(await late.waitForValues(1))
         #expect(await first.waitForValues(4))
-        try await Task.sleep(for: .milliseconds(50))
+        // Nor does anything else arrive (watched for a while, as absence must be).
+        #expect(await consistently(for: .milliseconds(50)) { late.values.count == 1 && first.values.count == 4 })
         #expect(late.values == [MonitorTestSupport.mobile])
         #expect(first.values == expected + [MonitorTestSupport.mobile])
     }
@@ -162,7 +165,8 @@ struct NetworkMonitorConformanceTests {
         defer { subject.cleanUp() }
         #expect(subject.monitor.currentStatus == .online)
         let recorder = StatusRecorder(subject.monitor.statusUpdates())
-        try await Task.sleep(for: .milliseconds(100))
+        // It never yields: absence, which only watching for a while can show.
+        #expect(await consistently(for: .milliseconds(100)) { recorder.values.isEmpty })
         subject.stop?()
         #expect(await recorder.waitForEnd())
         #expect(recorder.values.isEmpty)
