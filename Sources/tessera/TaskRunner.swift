@@ -17,10 +17,17 @@ struct TaskRunner {
         var times: [DownloadTaskID: Duration]
     }
 
+    /// Runs until every task of `ids` (and any a `resume` command adds) has settled, or until
+    /// Ctrl-C has paused them; then shuts the session's manager down and returns once `events`
+    /// has ended, so every event has been shown before the summary. Nothing here polls for the
+    /// end: the loop wakes on the events that change a task's state, on Ctrl-C, and four times
+    /// a second for other processes' commands and the live board.
     func run(_ ids: [DownloadTaskID], events: AsyncStream<DownloadEvent>, inputErrors: Int) async -> Outcome {
         let interrupt = InterruptSignal.shared
         interrupt.install()
         let display = self.display
+        let (wakeups, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+        interrupt.notify(wake)
         // Everything the loop needs to know comes from the events (times exact, states as they
         // change); the manager is asked once at the start and once at the end, whatever the
         // number of tasks.
@@ -29,52 +36,60 @@ struct TaskRunner {
         tracker.track(ids)
         let eventTask = Task {
             for await event in events {
-                clock.record(event)
-                tracker.record(event)
+                // Shown before it counts: when the loop sees a task settled, its line is out.
                 display.handle(event)
+                clock.record(event)
+                if tracker.record(event) { wake.yield() }
+            }
+        }
+        let ticker = Task {
+            while !Task.isCancelled {
+                try? await Task.sleep(for: .milliseconds(250))
+                wake.yield()
             }
         }
         tracker.seed(await snapshot(ids))
         var tracked = ids
         let mailbox = CommandMailbox(stateDirectory: session.stateDirectory)
         var interrupted = false
+        var wakes = wakeups.makeAsyncIterator()
         var lastPoll = ContinuousClock.now - .seconds(1)
-        // Ctrl-C and the end are looked at every 25 ms; the mailbox and the board four times a second.
-        while true {
+        while !tracker.allSettled {
             if interrupt.fired {
                 interrupted = true
                 break
             }
-            if tracker.allSettled { break }
-            guard ContinuousClock.now - lastPoll >= .milliseconds(250) else {
-                try? await Task.sleep(for: .milliseconds(25))
-                continue
+            if ContinuousClock.now - lastPoll >= .milliseconds(250) {
+                lastPoll = .now
+                for command in mailbox.take() {
+                    let added = await apply(command, tracked: tracked)
+                    tracked += added
+                    tracker.track(added)
+                    tracker.seed(await snapshot(added))
+                }
+                if display.mode == .live {
+                    let infos = tracker.infos(tracked)
+                    for info in infos { clock.observe(info) }
+                    let trackedSet = Set(tracked)
+                    let groups = await session.manager.checkAllGroups().filter { group in group.children.contains { trackedSet.contains($0.id) } }
+                    display.redraw(tasks: infos, groups: groups)
+                }
             }
-            lastPoll = .now
-            for command in mailbox.take() {
-                let added = await apply(command, tracked: tracked)
-                tracked += added
-                tracker.track(added)
-                tracker.seed(await snapshot(added))
-            }
-            if display.mode == .live {
-                let infos = tracker.infos(tracked)
-                for info in infos { clock.observe(info) }
-                let trackedSet = Set(tracked)
-                let groups = await session.manager.checkAllGroups().filter { group in group.children.contains { trackedSet.contains($0.id) } }
-                display.redraw(tasks: infos, groups: groups)
-            }
+            guard await wakes.next() != nil else { break }
         }
         if interrupted {
             display.permanent("Interrupted: pausing; run the same command again to continue.")
             await session.manager.stopAll()
+            // Each run stops its transfers and keeps what it has; the summary waits for that
+            // (a second Ctrl-C exits at once).
+            let deadline = ContinuousClock.now + .seconds(10)
+            while !tracker.allSettled, ContinuousClock.now < deadline, await wakes.next() != nil {}
         }
-        var infos = await snapshot(tracked)
+        ticker.cancel()
+        await session.manager.shutdown()
+        await eventTask.value
+        let infos = await snapshot(tracked)
         for info in infos { clock.observe(info) }
-        // Let the last events through before the summary.
-        try? await Task.sleep(for: .milliseconds(100))
-        eventTask.cancel()
-        infos = await snapshot(tracked)
         let failed = infos.contains { $0.state == .failed || $0.state == .invalid }
         let code: Int32 = interrupted ? 130 : (failed || inputErrors > 0 || infos.count < tracked.count ? 1 : 0)
         let times = clock.times(for: infos.map(\.id))
@@ -106,9 +121,15 @@ struct TaskRunner {
             }
         }
 
-        func record(_ event: DownloadEvent) {
+        /// Notes what the event tells; returns whether a task's state changed (the run loop then
+        /// looks again).
+        func record(_ event: DownloadEvent) -> Bool {
             let info: DownloadTaskInfo
             switch event {
+            case .taskAdded(let added) where added.state == .idle:
+                // Told as it is added, before it is started: not a task that settled idle.
+                state.withLock { state in if state.latest[added.id] == nil { state.latest[added.id] = added } }
+                return false
             case .taskAdded(let added), .taskStateChanged(let added, _), .taskProgress(let added): info = added
             case .taskRemoved(let id):
                 state.withLock { state in
@@ -116,12 +137,14 @@ struct TaskRunner {
                     state.latest[id] = nil
                     state.settled.insert(id)
                 }
-                return
-            default: return
+                return true
+            default: return false
             }
-            state.withLock { state in
+            return state.withLock { state in
                 state.seen.insert(info.id)
+                let before = state.latest[info.id]?.state
                 Self.update(&state, info)
+                return before != info.state
             }
         }
 
@@ -149,15 +172,9 @@ struct TaskRunner {
     final class TaskClock: Sendable {
         private let marks = Mutex<[DownloadTaskID: (start: ContinuousClock.Instant, end: ContinuousClock.Instant?)]>([:])
 
-        private let ended = Atomic(0)
-
-        /// How many times a task ended or paused: the run loop looks again when it changes.
-        var endings: Int { ended.load(ordering: .relaxed) }
-
         func record(_ event: DownloadEvent) {
             guard case .taskStateChanged(let info, _) = event else { return }
             observe(info)
-            if info.state.isFinal || info.state == .paused { ended.add(1, ordering: .relaxed) }
         }
 
         /// Notes a task's state as seen now (from an event or a poll; the earliest sighting wins,
@@ -236,7 +253,15 @@ final class InterruptSignal: Sendable {
     private let flag = Atomic(false)
     private let installed = Atomic(false)
 
+    private let listeners = Mutex<[AsyncStream<Void>.Continuation]>([])
+
     var fired: Bool { flag.load(ordering: .relaxed) }
+
+    /// `listener` is told when Ctrl-C (or SIGTERM) arrives.
+    func notify(_ listener: AsyncStream<Void>.Continuation) {
+        listeners.withLock { $0.append(listener) }
+        if fired { listener.yield() }
+    }
 
     func install() {
         guard !installed.exchange(true, ordering: .relaxed) else { return }
@@ -248,6 +273,7 @@ final class InterruptSignal: Sendable {
                     // A second Ctrl-C: stop at once (the store is consistent anyway).
                     exit(130)
                 }
+                for listener in listeners.withLock({ $0 }) { listener.yield() }
             }
             source.resume()
             Self.sources.append(source)

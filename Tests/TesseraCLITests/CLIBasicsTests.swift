@@ -130,8 +130,8 @@ import TesseraTesting
             let paths = (0..<4).map { "/bytes/1500000/slow-\($0).bin" }
             // Each file stops flowing half-way (however busy the machine is, none can finish first).
             for path in paths { origin.inject(.stall(.seconds(30), afterBytes: 750_000), at: path) }
-            let arguments = ["get", "-j", "4"] + paths.map { origin.url($0).absoluteString }
-            let (process, _, _) = try cli.start(arguments)
+            let arguments = ["get", "--json", "-j", "4"] + paths.map { origin.url($0).absoluteString }
+            let (process, out, _) = try cli.start(arguments)
             // Let the first halves arrive, then Ctrl-C.
             #expect(await eventually(within: .seconds(30)) { origin.totalBytesServed >= 3_000_000 }, "served \(origin.totalBytesServed)")
             kill(process.processIdentifier, SIGINT)
@@ -144,6 +144,19 @@ import TesseraTesting
             let tasks = try #require(list.json?["tasks"] as? [[String: Any]])
             #expect(tasks.count == 4)
             #expect(tasks.allSatisfy { $0["state"] as? String == "paused" })
+            // The summary and the store agree on what each paused task kept: the store learns it
+            // when the run has stopped, not only when the pause was asked for.
+            let lines = ((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").split(separator: "\n")
+            let summary = lines.last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
+            let summarized = try #require(summary?["tasks"] as? [[String: Any]], "\(lines.suffix(3))")
+            let kept = Dictionary(uniqueKeysWithValues: summarized.compactMap { task in
+                (task["id"] as? String).map { ($0, task["bytes"] as? Int ?? -1) }
+            })
+            for task in tasks {
+                let id = task["id"] as? String ?? ""
+                #expect(task["bytesDone"] as? Int == kept[id], "\(id)")
+                #expect((kept[id] ?? 0) > 0, "\(id) kept what arrived before the pause")
+            }
 
             origin.clearFaults()
             let again = try await cli.run(arguments)

@@ -63,6 +63,8 @@ public actor DownloadTaskManager {
     /// Tasks the manager owns besides runs: the inbox, the ticker, watchers, probes, timers, deletions.
     private var owned: [UUID: Task<Void, Never>] = [:]
     private var ticker: Task<Void, Never>?
+    /// Applies what runs post, in order; at shutdown it ends after the last run's last word.
+    private var inboxDrain: Task<Void, Never>?
     private var prober: Task<Void, Never>?
     private var lastStoreWrite: Task<Void, Never>?
     /// Pending deletions of removed tasks' files, by task.
@@ -255,22 +257,29 @@ public actor DownloadTaskManager {
 
     /// Stops everything the manager started: runs (their bytes are kept, and their tasks resume
     /// from them next time), the ticker, watchers, probes, timers and pending deletions; writes
-    /// what the store has not been told; ends the event streams. Call it once, at the end; later
-    /// operations find nothing running. The engine is not shut down (it may be shared).
+    /// what the store has not been told; tells the groups' last changes and ends the event
+    /// streams (a subscriber that reads its stream to the end has seen every event). Call it
+    /// once, at the end; later operations find nothing running, and snapshots stay readable.
+    /// The engine is not shut down (it may be shared).
     public func shutdown() async {
         guard !isShutDown else { return }
         isShutDown = true
         let runs = tasks.values.compactMap { $0.run?.task }
         for task in tasks.values { task.run?.task.cancel() }
         for run in runs { await run.value }
+        // What the runs said last (their endings, what they kept) is applied before the store's
+        // last write; nothing is launched any more.
+        inbox.finish()
+        await inboxDrain?.value
         ticker?.cancel()
         prober?.cancel()
         for task in owned.values { task.cancel() }
         for task in Array(owned.values) { await task.value }
         owned.removeAll()
-        inbox.finish()
         await writeUnsaved()
         await executor.shutdown()
+        // A group's last change is told before the streams end, not lost with the next tick.
+        emitGroupChanges()
         hub.finish()
     }
 
@@ -365,7 +374,9 @@ public actor DownloadTaskManager {
     }
 
     private func launch(_ id: DownloadTaskID, generation: Int) {
-        guard let task = tasks[id] else { return }
+        // After the shutdown a task the scheduler launches stays as the store has it (waiting or
+        // resolving: resumed next time).
+        guard let task = tasks[id], !isShutDown else { return }
         let ticket = RunTicket(id: id, generation: generation)
         let inbox = self.inbox
         let mailbox = RunMailbox(ticket: ticket) { inbox.yield($0) }
@@ -504,8 +515,18 @@ public actor DownloadTaskManager {
             hub.emit(.taskError(ticket.id, error, willRetry: true))
             apply(scheduler.handle(.reResolving(ticket.id, generation: ticket.generation)))
         case .ended(let ending, let error):
-            guard scheduler.generation(of: ticket.id) == ticket.generation, state(of: task).isRunning else { return }
+            // (The drain has checked that this run is still the task's.)
             task.summary = task.progress?.snapshot ?? task.summary
+            let current = state(of: task)
+            guard scheduler.generation(of: ticket.id) == ticket.generation, current.isRunning,
+                !(isShutDown && ending == .stopped)
+            else {
+                // Stopped by a command (the state stays as it set it), or cut by the shutdown
+                // (resumed next time): the store learns what the run kept by its end.
+                task.run = nil
+                if current != .removed { save(.update(taskRecord(task, state: current))) }
+                return
+            }
             if let error {
                 task.lastError = error
                 let waits = ending == .diskFull || { if case .networkLost = ending { return true } else { return false } }()
@@ -655,12 +676,21 @@ public actor DownloadTaskManager {
         ticker = Task { [weak self] in
             while !Task.isCancelled {
                 try? await Task.sleep(for: min(interval, self?.configuration.storeInterval ?? interval))
-                guard let self, await self.tick() else { return }
+                // Cancelled by the shutdown, which does a tick's work itself.
+                guard !Task.isCancelled, let self, await self.tick() else { return }
             }
         }
     }
 
     private var lastProgressEmit = ContinuousClock.now
+
+    /// Tells subscribers about the groups whose children changed since the last time.
+    private func emitGroupChanges() {
+        for key in dirtyGroups.sorted() {
+            if let group = groupInfo(key) { hub.emit(.groupUpdated(group)) } else { hub.emit(.groupRemoved(key: key)) }
+        }
+        dirtyGroups.removeAll()
+    }
 
     /// Samples speeds, emits progress and group changes, commits journals, writes the store.
     /// Returns whether to go on.
@@ -684,10 +714,7 @@ public actor DownloadTaskManager {
             hub.emit(.taskProgress(info(task)))
             if let key = task.groupKey { dirtyGroups.insert(key) }
         }
-        for key in dirtyGroups.sorted() {
-            if let group = groupInfo(key) { hub.emit(.groupUpdated(group)) } else { hub.emit(.groupRemoved(key: key)) }
-        }
-        dirtyGroups.removeAll()
+        emitGroupChanges()
         if !journals.isEmpty {
             let dirty = journals
             executor.submit { for journal in dirty { journal.commit() } }
@@ -745,7 +772,7 @@ public actor DownloadTaskManager {
         guard !started else { return }
         started = true
         let stream = inboxStream
-        own { [weak self] in
+        inboxDrain = Task { [weak self] in
             for await ticket in stream {
                 guard let self else { return }
                 await self.drain(ticket)

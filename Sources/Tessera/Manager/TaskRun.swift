@@ -135,8 +135,8 @@ struct TaskRun: Sendable {
         if let journal = shared.journal, journal.needsClosing {
             await services.executor.run { journal.close() }
         }
-        // Stopped by a command, or the process going away: the task stays as recorded.
-        guard ending != .stopped else { return }
+        // Also when stopped (by a command, or the manager shutting down): the state stays as
+        // recorded, and the manager records what the run kept.
         mailbox.report(.ended(ending, cause))
     }
 

@@ -1,0 +1,58 @@
+import Foundation
+import Testing
+@testable import Tessera
+import TesseraTesting
+
+/// What the manager leaves behind when a run stops and when the manager shuts down.
+@Suite(.timeLimit(.minutes(2))) struct ManagerShutdownTests {
+    @Test func aStoppedTaskIsRecordedWithWhatItsRunKept() async throws {
+        try await withManager { harness in
+            let store = InMemoryDownloadStore()
+            let registry = EntityRegistry()
+            registry.register(FixtureEntity.self)
+            let manager = DownloadTaskManager(
+                configuration: .init(downloadRoot: harness.root.path), engine: harness.engine, store: store,
+                registry: registry)
+            // The second segment stops flowing part-way: the pause finds it in flight.
+            let fixture = harness.fixture("kept", segments: 2, size: 500_000)
+            harness.origin.inject(.stall(.seconds(60), afterBytes: 200_000), at: harness.segmentPath("kept", 0, 1, size: 500_000))
+            try await manager.start(fixture.entity)
+            let flowing = await manager.waitFor(fixture.id, timeout: .seconds(20)) { $0.bytesDone >= 700_000 }
+            #expect((flowing?.bytesDone ?? 0) >= 700_000)
+            _ = await manager.stop(fixture.id)
+            await manager.shutdown()
+
+            // The run's end is what counts (a segment not finished counts again when it resumes),
+            // not the moment the pause was asked for.
+            let final = try #require(await manager.check(fixture.id))
+            #expect(final.state == .paused)
+            let stored = try await store.loadAll().first { $0.task.id == fixture.id }
+            #expect(stored?.task.state == .paused)
+            #expect(stored?.task.bytesDone == final.bytesDone, "stored \(String(describing: stored?.task.bytesDone)), kept \(final.bytesDone)")
+        }
+    }
+
+    @Test func shutdownTellsAGroupsLastChangeBeforeTheEventsEnd() async throws {
+        // No tick comes in the test's time: only the shutdown can tell the group's change.
+        try await withManager(configure: { $0.progressInterval = .seconds(600); $0.storeInterval = .seconds(600) }) { harness in
+            let first = harness.fixture("first", group: "pair"), second = harness.fixture("second", group: "pair")
+            let stream = harness.manager.events()
+            let listener = Task { () -> [DownloadEvent] in
+                var events: [DownloadEvent] = []
+                for await event in stream { events.append(event) }
+                return events
+            }
+            try await harness.manager.start(first.entity)
+            try await harness.manager.start(second.entity)
+            await harness.waitForState(first.id, .completed)
+            await harness.waitForState(second.id, .completed)
+            await harness.manager.shutdown()
+            // The stream ends with the shutdown: waiting for it cannot hang.
+            let events = await listener.value
+            let groupStates = events.compactMap { event -> DownloadGroupInfo.State? in
+                if case .groupUpdated(let group) = event, group.key == "pair" { return group.state } else { return nil }
+            }
+            #expect(groupStates.last == .completed, "\(groupStates)")
+        }
+    }
+}
