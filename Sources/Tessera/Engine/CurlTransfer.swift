@@ -119,6 +119,10 @@ final class CurlTransfer {
     /// The largest write the body makes to its file.
     static let writeBlockSize = 256 * 1024
 
+    /// Pieces libcurl hands over at least this large are written as they are, not copied into
+    /// the write buffer first.
+    static let directWriteSize = 64 * 1024
+
     /// How many checkpoint bytes can be trusted: they need a validator (unless the request
     /// allows otherwise), and a file destination must really hold them.
     private static func usableCheckpointBytes(of request: TransferRequest) -> Int64 {
@@ -357,6 +361,15 @@ final class CurlTransfer {
             }
             writeBufferCapacity = Int(min(max(expected, 16 * 1024), block))
             writeBuffer = core.borrowBuffer()
+        }
+        if count >= Self.directWriteSize {
+            // A large piece goes straight from libcurl's buffer to the file (a copy saved), after
+            // what waits in the buffer.
+            if let error = flush() { return error }
+            if let error = writeFully(pointer, count: count, at: fileBase + written) { return error }
+            written += Int64(count)
+            pending.request.onFlush?(written)
+            return nil
         }
         var offset = 0
         while offset < count {

@@ -159,11 +159,18 @@ public struct SplitPolicy: Sendable, Hashable {
     public var pieceSize: Int64 = 4 << 20
     /// At most this many connections for one file.
     public var maxConnections: Int = 8
+    /// A connection that finishes early takes half of another's rest only when that rest would
+    /// take at least this many seconds at its connection's speed (cutting a transfer short costs
+    /// the bytes the server has already sent past the cut, and a new request).
+    public var resplitMinimumSeconds: Double = 2
 
     /// Creates a policy.
-    public init(minimumSize: Int64 = 20 << 20, pieceSize: Int64 = 4 << 20, maxConnections: Int = 8) {
+    public init(
+        minimumSize: Int64 = 20 << 20, pieceSize: Int64 = 4 << 20, maxConnections: Int = 8, resplitMinimumSeconds: Double = 2
+    ) {
         self.minimumSize = minimumSize
         self.pieceSize = pieceSize
         self.maxConnections = maxConnections
+        self.resplitMinimumSeconds = resplitMinimumSeconds
     }
 }

@@ -250,8 +250,12 @@ public actor DownloadTaskManager {
         hub.subscribe()
     }
 
-    /// Returns when every change made so far is in the store.
+    /// Returns when every change made so far is in the store, running tasks' progress included.
     public func flushStore() async {
+        for id in scheduler.running {
+            guard let task = tasks[id], task.progress != nil else { continue }
+            save(.update(taskRecord(task, state: state(of: task))))
+        }
         await writeUnsaved()
     }
 

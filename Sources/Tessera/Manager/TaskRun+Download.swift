@@ -10,16 +10,27 @@ struct SingleOutputState {
         var attemptKey: Int?
         /// The first request of a resource whose length is not known yet (no `Range`).
         var isFirst: Bool
+        /// When it was started (monotonic nanoseconds): its speed is measured from then.
+        var startedAt: UInt64 = MonotonicClock.nanoseconds()
 
-        func active(id: Int) -> SplitPlan.Active {
+        /// Where it stands now; its speed once it has run long enough to tell.
+        func active(id: Int, now: UInt64) -> SplitPlan.Active {
             let end = bound.end == .max ? Int64.max : start &+ bound.end
-            return SplitPlan.Active(id: id, start: start, position: start &+ bound.taken, end: end)
+            let taken = bound.taken
+            let elapsed = Double(now &- startedAt) / 1e9
+            let speed = elapsed >= 0.25 && now > startedAt ? Double(taken) / elapsed : nil
+            return SplitPlan.Active(id: id, start: start, position: start &+ taken, end: end, bytesPerSecond: speed)
         }
     }
 
     var pieces: [Int: Piece] = [:]
     var done = ByteRanges()
     var nextPieceID = 0
+    /// Connections queued for this output that have not started yet: a gap is shared out
+    /// equally among them.
+    var sharers = 0
+    /// The speed of the last connection that finished its range, bytes per second.
+    var lastSpeed: Double?
     /// Whether ranges of this version may be asked for (the server serves ranges and the
     /// version has a strong validator).
     var rangesAllowed = false
@@ -86,7 +97,9 @@ struct DownloadLoop {
                 }
                 singles[index] = state
                 if !writer.isDone(0) {
-                    enqueue(.piece(output: index, attempt: nil), demand: &demand)
+                    for _ in 0..<resumedConnections(writer, state) {
+                        enqueue(.piece(output: index, attempt: nil), demand: &demand)
+                    }
                 }
             default:
                 for segment in writer.pending { enqueue(.segment(output: index, segment: segment), demand: &demand) }
@@ -140,6 +153,7 @@ struct DownloadLoop {
         case .resourceKnown(let output, let rangesAllowed, let count):
             singles[output]?.rangesAllowed = rangesAllowed
             guard ending == nil, count > 0 else { return }
+            shareOut(output, among: count + 1)
             var demand: [String: Int] = [:]
             for _ in 0..<count { enqueue(.piece(output: output, attempt: nil), demand: &demand) }
             for (host, count) in demand { run.mailbox.demand(host, count) }
@@ -200,6 +214,7 @@ struct DownloadLoop {
 
     private mutating func enqueue(_ work: RunWork, demand: inout [String: Int], front: Bool = false) {
         let host = host(of: work)
+        if case .piece(let output, _) = work { singles[output]?.sharers += 1 }
         if front {
             var queue = FIFO<RunWork>()
             queue.append(work)
@@ -258,8 +273,11 @@ struct DownloadLoop {
             }
             return true
         case .piece(let output, let attemptKey):
-            guard let writer = writers[output], !writer.isDone(0), var state = singles[output],
-                let plan = nextPiece(for: writer, &state)
+            guard var state = singles[output] else { return false }
+            let sharers = state.sharers
+            state.sharers = max(0, state.sharers - 1)
+            singles[output] = state
+            guard let writer = writers[output], !writer.isDone(0), let plan = nextPiece(for: writer, &state, sharers: sharers)
             else { return false }
             let pieceID = state.nextPieceID
             state.nextPieceID += 1
@@ -276,6 +294,32 @@ struct DownloadLoop {
             }
             return true
         }
+    }
+
+    /// How many connections a single output starts with: one, unless an earlier run left a large
+    /// file whose length and version are known (then its rest is shared as the first response
+    /// would have shared the whole).
+    private func resumedConnections(_ writer: OutputWriter, _ state: SingleOutputState) -> Int {
+        let splitting = run.configuration.splitting
+        guard state.rangesAllowed, let length = writer.resource.length, splitting.maxConnections > 1,
+            writer.output.segments[0].range == nil
+        else { return 1 }
+        let rest = length - state.done.clamped(to: 0..<length).count
+        guard rest >= splitting.minimumSize else { return 1 }
+        return Int(min(Int64(splitting.maxConnections), max(1, rest / max(1, splitting.pieceSize))))
+    }
+
+    /// The first response showed a large file that `connections` connections will share: the
+    /// first one, already flowing, stops at the end of its equal share (the rest is one gap the
+    /// others share out, each asking for exactly its range).
+    private mutating func shareOut(_ output: Int, among connections: Int) {
+        guard let writer = writers[output], let length = writer.resource.length,
+            let first = singles[output]?.pieces.values.first(where: \.isFirst),
+            let end = SplitPlan.firstEnd(
+                length: length, connections: connections, position: first.start + first.bound.taken,
+                minimumPiece: run.configuration.splitting.pieceSize)
+        else { return }
+        _ = first.bound.shrink(to: end - first.start)
     }
 
     /// For a segment the journal says is partly on disk (an earlier run stopped in its middle):
@@ -309,7 +353,9 @@ struct DownloadLoop {
     }
 
     /// The range a new connection of a single output fetches, or `nil` when none is worth it.
-    private func nextPiece(for writer: OutputWriter, _ state: inout SingleOutputState) -> (start: Int64, length: Int64?, isFirst: Bool)? {
+    private func nextPiece(
+        for writer: OutputWriter, _ state: inout SingleOutputState, sharers: Int
+    ) -> (start: Int64, length: Int64?, isFirst: Bool)? {
         let (length, _) = writer.resource
         guard let length, state.rangesAllowed else {
             // The length is not known (or ranges may not be asked for): one request for the
@@ -323,14 +369,19 @@ struct DownloadLoop {
             attempts += 1
             var covered = state.done
             var active: [SplitPlan.Active] = []
+            let now = MonotonicClock.nanoseconds()
             for (id, piece) in state.pieces {
-                var range = piece.active(id: id)
+                var range = piece.active(id: id, now: now)
                 range.end = min(range.end, length)
                 active.append(range)
                 if range.start < range.end { covered.insert(range.start..<range.end) }
             }
             let unassigned = covered.gaps(in: 0..<length)
-            switch SplitPlan.next(unassigned: unassigned, active: active, minimumPiece: run.configuration.splitting.pieceSize) {
+            let splitting = run.configuration.splitting
+            switch SplitPlan.next(
+                unassigned: unassigned, active: active, minimumPiece: splitting.pieceSize, sharers: sharers,
+                minimumSeconds: splitting.resplitMinimumSeconds, typicalSpeed: state.lastSpeed)
+            {
             case .gap(let range):
                 return (range.lowerBound, range.upperBound - range.lowerBound, false)
             case .split(let id, let at, let end):
@@ -351,6 +402,8 @@ struct DownloadLoop {
     ) {
         guard var state = singles[output], let piece = state.pieces.removeValue(forKey: pieceID), let writer = writers[output] else { return }
         if kept > 0 { state.done.insert(piece.start..<piece.start + kept) }
+        let elapsed = Double(MonotonicClock.nanoseconds() &- piece.startedAt) / 1e9
+        if error == nil, kept > 0, elapsed > 0 { state.lastSpeed = Double(kept) / elapsed }
         let (length, _) = writer.resource
         if error == nil, length == nil, piece.isFirst {
             // A body of unannounced length: it is complete as it came.

@@ -162,6 +162,56 @@ import Testing
             #expect(at - 7 >= mib && end - at >= mib, "remaining \(remaining)")
         }
     }
+
+    @Test func theFirstConnectionKeepsAnEqualShare() {
+        // 1 GiB over 8 connections: the first stops at 128 MiB.
+        #expect(SplitPlan.firstEnd(length: 1024 * mib, connections: 8, position: 3 * mib, minimumPiece: 4 * mib) == 128 * mib)
+        // Shares are aligned up to 64 KiB.
+        #expect(SplitPlan.firstEnd(length: 100 * mib + 1, connections: 4, position: 0, minimumPiece: mib) == 25 * mib + 64 * 1024)
+        // Already past its share, alone, or a share under the minimum: not cut.
+        #expect(SplitPlan.firstEnd(length: 1024 * mib, connections: 8, position: 200 * mib, minimumPiece: 4 * mib) == nil)
+        #expect(SplitPlan.firstEnd(length: 1024 * mib, connections: 1, position: 0, minimumPiece: 4 * mib) == nil)
+        #expect(SplitPlan.firstEnd(length: 6 * mib, connections: 8, position: 0, minimumPiece: 4 * mib) == nil)
+    }
+
+    @Test func aGapIsSharedOutEquallyAmongTheConnectionsAboutToTakeIt() {
+        // After the first took 0..<128 MiB, seven connections share the rest: each asks for
+        // exactly one eighth, and the last takes what is left.
+        var unassigned: [Range<Int64>] = [128 * mib..<1024 * mib]
+        var taken: [Range<Int64>] = []
+        for sharers in stride(from: 7, through: 1, by: -1) {
+            guard case .gap(let range) = SplitPlan.next(unassigned: unassigned, active: [], minimumPiece: 4 * mib, sharers: sharers) else {
+                Issue.record("expected a gap")
+                return
+            }
+            taken.append(range)
+            unassigned = range.upperBound < 1024 * mib ? [range.upperBound..<1024 * mib] : []
+        }
+        #expect(taken.map(\.count) == Array(repeating: Int(128 * mib), count: 7))
+        #expect(taken.last?.upperBound == 1024 * mib)
+        // A rest under the minimum goes with the share before it.
+        #expect(SplitPlan.next(unassigned: [0..<7 * mib], active: [], minimumPiece: 4 * mib, sharers: 2) == .gap(0..<7 * mib))
+        #expect(SplitPlan.next(unassigned: [0..<9 * mib], active: [], minimumPiece: 4 * mib, sharers: 2) == .gap(0..<(4 * mib + mib / 2)))
+    }
+
+    @Test func aRestIsSplitAgainOnlyWhenItWouldTakeAWhile() {
+        let slow = SplitPlan.Active(id: 1, start: 0, position: 0, end: 100 * mib, bytesPerSecond: Double(10 * mib))
+        let fast = SplitPlan.Active(id: 1, start: 0, position: 0, end: 100 * mib, bytesPerSecond: Double(200 * mib))
+        // 10 s left at its speed: split; half a second: left alone (cutting costs what is in flight).
+        guard case .split(1, _, _) = SplitPlan.next(unassigned: [], active: [slow], minimumPiece: mib, minimumSeconds: 2) else {
+            Issue.record("a slow connection's rest is split")
+            return
+        }
+        #expect(SplitPlan.next(unassigned: [], active: [fast], minimumPiece: mib, minimumSeconds: 2) == .none)
+        // Not measured yet: judged at the speed a finished connection went.
+        var unmeasured = slow
+        unmeasured.bytesPerSecond = nil
+        #expect(SplitPlan.next(unassigned: [], active: [unmeasured], minimumPiece: mib, minimumSeconds: 2, typicalSpeed: Double(400 * mib)) == .none)
+        guard case .split = SplitPlan.next(unassigned: [], active: [unmeasured], minimumPiece: mib, minimumSeconds: 2, typicalSpeed: Double(mib)) else {
+            Issue.record("a rest that would take long at the typical speed is split")
+            return
+        }
+    }
 }
 
 @Suite struct ByteRangesTests {
