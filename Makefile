@@ -50,12 +50,12 @@ demo: deps
 	$$($(SWIFT) build --show-bin-path)/tessera demo
 
 # Two phases: everything in parallel, then the wall-clock measurements (suites named
-# ...TimingTests) on their own, so the load of the first phase cannot disturb them.
+# ...TimingTests) one at a time, so neither the first phase nor each other can disturb them.
 test: deps
 	$(call ensure_packages,$(TEST_PACKAGES))
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --skip TimingTests
-	$(SWIFT) test --skip-build --filter TimingTests
+	$(SWIFT) test --skip-build --filter TimingTests --no-parallel
 
 # P1/P2: the engine (tessera-engine-bench) against curl and aria2c; P3-P5: the tessera CLI on DASH,
 # HLS and Metalink against yt-dlp (the conformance check's virtualenv, hence python3-venv) and aria2c.

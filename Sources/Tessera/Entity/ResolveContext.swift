@@ -173,4 +173,12 @@ public struct SplitPolicy: Sendable, Hashable {
         self.maxConnections = maxConnections
         self.resplitMinimumSeconds = resplitMinimumSeconds
     }
+
+    /// How many connections share `rest` bytes of a file (from its first response, or from
+    /// where an earlier run stopped): one below ``minimumSize``, else one per ``pieceSize``, up
+    /// to ``maxConnections``.
+    public func connections(forRest rest: Int64) -> Int {
+        guard maxConnections > 1, rest >= minimumSize else { return 1 }
+        return Int(min(Int64(maxConnections), max(1, rest / max(1, pieceSize))))
+    }
 }

@@ -215,19 +215,19 @@ public actor DownloadTaskManager {
     @discardableResult
     public func startAll() async -> [DownloadTaskInfo] {
         let epoch = scheduler.beginCommand()
-        let candidates = liveTasks.filter { [.paused, .failed, .invalid, .idle].contains(state(of: $0).kind) }
         var started: [DownloadTaskInfo] = []
-        for (index, task) in candidates.enumerated() {
-            if index > 0, index % 256 == 0 {
-                apply(scheduler.handle(.schedule))
-                await Task.yield()
-            }
-            guard !task.isRemoved else { continue }
+        for task in liveTasks {
+            // (The scheduler starts only a paused, failed, invalid or idle task nothing touched since.)
             let before = state(of: task)
             apply(scheduler.handle(.startIfUntouched(task.id, since: epoch)))
-            if state(of: task) != before {
-                task.lastError = nil
-                started.append(info(task))
+            guard state(of: task) != before else { continue }
+            task.lastError = nil
+            started.append(info(task))
+            // The first tasks launch at once (after 1, 2, 4 … 64 queued), then every 64, with
+            // a turn for the runs in between: the first transfer does not wait for a long list.
+            if started.count & (started.count - 1) == 0 || started.count % 64 == 0 {
+                apply(scheduler.handle(.schedule))
+                await Task.yield()
             }
         }
         apply(scheduler.handle(.schedule))

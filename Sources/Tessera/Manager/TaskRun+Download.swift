@@ -300,13 +300,9 @@ struct DownloadLoop {
     /// file whose length and version are known (then its rest is shared as the first response
     /// would have shared the whole).
     private func resumedConnections(_ writer: OutputWriter, _ state: SingleOutputState) -> Int {
-        let splitting = run.configuration.splitting
-        guard state.rangesAllowed, let length = writer.resource.length, splitting.maxConnections > 1,
-            writer.output.segments[0].range == nil
+        guard state.rangesAllowed, let length = writer.resource.length, writer.output.segments[0].range == nil
         else { return 1 }
-        let rest = length - state.done.clamped(to: 0..<length).count
-        guard rest >= splitting.minimumSize else { return 1 }
-        return Int(min(Int64(splitting.maxConnections), max(1, rest / max(1, splitting.pieceSize))))
+        return run.configuration.splitting.connections(forRest: length - state.done.clamped(to: 0..<length).count)
     }
 
     /// The first response showed a large file that `connections` connections will share: the

@@ -497,12 +497,10 @@ extension TaskRun {
                 // writes no journal at all.
                 writer.startJournaling()
             }
+            // The connections to add besides this one.
             var connections = 0
-            if rangesAllowed, let length, length >= splitting.minimumSize, splitting.maxConnections > 1,
-                writer.output.segments[0].range == nil
-            {
-                let pieces = length / max(1, splitting.pieceSize)
-                connections = Int(min(Int64(splitting.maxConnections - 1), max(0, pieces - 1)))
+            if rangesAllowed, let length, writer.output.segments[0].range == nil {
+                connections = splitting.connections(forRest: length) - 1
             }
             sink.yield(.resourceKnown(output: index, rangesAllowed: rangesAllowed, connections: connections))
             if writer.namedByResponse {

@@ -18,23 +18,29 @@ public final class InMemoryDownloadStore: DownloadStore {
     }
 
     public func apply(_ changes: [StoreChange]) async throws {
-        try state.withLock { state throws(DownloadError) in
-            var next = state
+        // Checked before anything changes, so a refused batch leaves the store as it was
+        // (without copying every stored task for each batch).
+        for case .insert(let task) in changes where task.entity.taskID != task.task.id {
+            throw DownloadError(.storeFailure, "the task \(task.task.id) cannot be stored: its entity is \(task.entity.taskID)")
+        }
+        state.withLock { state in
+            var removed: Set<DownloadTaskID> = []
             for change in changes {
                 switch change {
                 case .insert(let task):
-                    guard task.entity.taskID == task.task.id else {
-                        throw DownloadError(.storeFailure, "the task \(task.task.id) cannot be stored: its entity is \(task.entity.taskID)")
+                    if state.tasks[task.task.id] == nil {
+                        // Removed earlier in this batch: it goes to the end, as a new task.
+                        if removed.remove(task.task.id) != nil { state.order.removeAll { $0 == task.task.id } }
+                        state.order.append(task.task.id)
                     }
-                    if next.tasks[task.task.id] == nil { next.order.append(task.task.id) }
-                    next.tasks[task.task.id] = task
+                    state.tasks[task.task.id] = task
                 case .update(let record):
-                    next.tasks[record.id]?.task = record
+                    state.tasks[record.id]?.task = record
                 case .remove(let id):
-                    if next.tasks.removeValue(forKey: id) != nil { next.order.removeAll { $0 == id } }
+                    if state.tasks.removeValue(forKey: id) != nil { removed.insert(id) }
                 }
             }
-            state = next
+            if !removed.isEmpty { state.order.removeAll { removed.contains($0) } }
         }
     }
 }

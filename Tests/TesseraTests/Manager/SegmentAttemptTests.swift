@@ -174,6 +174,19 @@ import Testing
         #expect(SplitPlan.firstEnd(length: 6 * mib, connections: 8, position: 0, minimumPiece: 4 * mib) == nil)
     }
 
+    @Test func theConnectionCountFollowsTheRest() {
+        let policy = SplitPolicy(minimumSize: 20 * mib, pieceSize: 4 * mib, maxConnections: 8)
+        // Under the minimum size: one; then one per piece, up to the maximum.
+        #expect(policy.connections(forRest: 20 * mib - 1) == 1)
+        #expect(policy.connections(forRest: 20 * mib) == 5)
+        #expect(policy.connections(forRest: 27 * mib) == 6)
+        #expect(policy.connections(forRest: 1024 * mib) == 8)
+        #expect(policy.connections(forRest: .max) == 8)
+        #expect(SplitPolicy(maxConnections: 1).connections(forRest: 1024 * mib) == 1)
+        // A piece size of 0 or less is taken as 1 byte, not a division by zero.
+        #expect(SplitPolicy(minimumSize: 0, pieceSize: 0, maxConnections: 3).connections(forRest: 2) == 2)
+    }
+
     @Test func aGapIsSharedOutEquallyAmongTheConnectionsAboutToTakeIt() {
         // After the first took 0..<128 MiB, seven connections share the rest: each asks for
         // exactly one eighth, and the last takes what is left.
