@@ -63,6 +63,8 @@ extension LoopbackOrigin {
         case dropConnection(afterBytes: Int64)
         /// Answer with this status (and an optional `Retry-After` value) instead of the content.
         case status(Int, retryAfter: String? = nil)
+        /// Answer with this status and this body (a server's error page) instead of the content.
+        case answer(status: Int, body: String)
         /// Stop sending for `duration` after this many body bytes (or before the headers when
         /// `afterBytes` is `nil`).
         case stall(Duration, afterBytes: Int64? = 0)

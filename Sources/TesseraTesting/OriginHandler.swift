@@ -69,6 +69,8 @@ extension OriginCore {
             case .status(let code, let retryAfter):
                 let extra = retryAfter.map { [("Retry-After", $0)] } ?? []
                 return textPlan(plan, status: HTTPResponseStatus(statusCode: code), text: "injected status \(code)\n", extra: extra)
+            case .answer(let code, let body):
+                return textPlan(plan, status: HTTPResponseStatus(statusCode: code), text: body, extra: [])
             }
         }
         guard let resource = state.resource(for: path) else {

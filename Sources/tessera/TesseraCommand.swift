@@ -30,20 +30,20 @@ enum Main {
         } catch let exit as ExitCode {
             Foundation.exit(exit.rawValue)
         } catch let error as DownloadError {
-            FileHandle.standardError.write(Data("tessera: \(error.message)\n".utf8))
+            Terminal.err("tessera: \(error.message)")
             Foundation.exit(1)
         } catch {
             let code = TesseraCommand.exitCode(for: error)
             if code == .success {
                 // --help, --version.
-                print(TesseraCommand.fullMessage(for: error))
+                Terminal.outLines(TesseraCommand.fullMessage(for: error))
                 Foundation.exit(0)
             }
             if code == .validationFailure || error is ValidationError {
-                FileHandle.standardError.write(Data((TesseraCommand.fullMessage(for: error) + "\n").utf8))
+                Terminal.errLines(TesseraCommand.fullMessage(for: error))
                 Foundation.exit(2)
             }
-            FileHandle.standardError.write(Data("tessera: \(TesseraCommand.message(for: error))\n".utf8))
+            Terminal.errLines("tessera: \(TesseraCommand.message(for: error))")
             Foundation.exit(1)
         }
     }

@@ -13,6 +13,14 @@ import Foundation
 import Tessera
 import TesseraTesting
 
+/// Every line leaves through Tessera's one sanitizer: titles, names and error messages come from
+/// the network, and none of their control or bidirectional characters may reach the terminal.
+func say(_ text: String) {
+    for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        print(UntrustedText.printable(String(line), limit: .max, marksCut: false))
+    }
+}
+
 // 1. Arguments, parsed by hand.
 var outputDirectory: String?
 var format: String?
@@ -20,7 +28,7 @@ var urls: [String] = []
 var networkWait = Duration.seconds(30)
 let usage = "usage: dash-sample [--output DIR] [--format best|worst|all|ID+ID] [--network-wait SECONDS] [URL.mpd ...]"
 func fail(_ message: String) -> Never {
-    print("dash-sample: \(message)\n\(usage)")
+    say("dash-sample: \(message)\n\(usage)")
     exit(2)
 }
 var arguments = CommandLine.arguments.dropFirst()
@@ -38,7 +46,7 @@ while let argument = arguments.popFirst() {
         }
         networkWait = .milliseconds(Int64(seconds * 1000))
     case "--help", "-h":
-        print(usage)
+        say(usage)
         exit(0)
     default:
         if argument.hasPrefix("-") { fail("unknown option \(argument)") }
@@ -79,11 +87,11 @@ for url in urls {
         let input = EntityInput(url, format: format)
         for entity in try await registry.makeEntities(for: input, context: ResolveContext(engine: engine)) {
             let info = try await manager.start(entity)
-            print("added   \(info.id)")
+            say("added   \(info.id)")
             pending.insert(info.id)
         }
     } catch {
-        print("refused \(url): \(error)")
+        say("refused \(url): \(error)")
         failures += 1
     }
 }
@@ -93,19 +101,19 @@ if !pending.isEmpty {  // with nothing started, no event would ever come
     for await event in events {
         switch event {
         case .taskStateChanged(let info, let previous):
-            print("state   \(info.title): \(previous) -> \(info.state)")
+            say("state   \(info.title): \(previous) -> \(info.state)")
             guard info.state.isFinal, pending.remove(info.id) != nil else { break }
             if info.state == .completed {
-                for output in info.outputs { print("saved   \(output.path)") }
+                for output in info.outputs { say("saved   \(output.path)") }
             } else {
                 failures += 1
-                print("failed  \(info.title): \(info.error?.message ?? "\(info.state)")")
+                say("failed  \(info.title): \(info.error?.message ?? "\(info.state)")")
             }
         case .taskProgress(let info):
             let total = info.bytesTotal.map { " of \($0)" } ?? ""
-            print("progress \(info.title): \(info.bytesDone)\(total) bytes, segment \(info.segmentsDone)/\(info.segmentsTotal), \(Int(info.bytesPerSecond / 1024)) KiB/s")
+            say("progress \(info.title): \(info.bytesDone)\(total) bytes, segment \(info.segmentsDone)/\(info.segmentsTotal), \(Int(info.bytesPerSecond / 1024)) KiB/s")
         case .taskError(let id, let error, let willRetry):
-            print("error   \(id.entityKey): \(error.message)\(willRetry ? " (retrying)" : "")")
+            say("error   \(id.entityKey): \(error.message)\(willRetry ? " (retrying)" : "")")
         default:
             break
         }
@@ -116,8 +124,8 @@ if !pending.isEmpty {  // with nothing started, no event would ever come
 // 6. The demo checks every byte against the origin.
 if let fixture {
     let problems = await fixture.verify(downloadRoot: root)
-    for problem in problems { print("verify  \(problem)") }
-    if problems.isEmpty { print("verify  \(fixture.expectedFiles.count) files byte-identical to the origin") }
+    for problem in problems { say("verify  \(problem)") }
+    if problems.isEmpty { say("verify  \(fixture.expectedFiles.count) files byte-identical to the origin") }
     failures += problems.count
 }
 

@@ -10,6 +10,14 @@ import HLSEntity
 import Tessera
 import TesseraTesting
 
+/// Every line leaves through Tessera's one sanitizer: titles, names and error messages come from
+/// the network, and none of their control or bidirectional characters may reach the terminal.
+func say(_ text: String) {
+    for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        print(UntrustedText.printable(String(line), limit: .max, marksCut: false))
+    }
+}
+
 var urls: [String] = []
 var format = "best"
 var outputDirectory: String?
@@ -18,12 +26,12 @@ while let argument = arguments.popFirst() {
     switch argument {
     case "--format", "--output":
         guard let value = arguments.popFirst() else {
-            print("\(argument) needs a value")
+            say("\(argument) needs a value")
             exit(2)
         }
         if argument == "--format" { format = value } else { outputDirectory = value }
     case "-h", "--help":
-        print("usage: hls-sample [URL…] [--format best|worst|all|NAME+NAME] [--output DIR]")
+        say("usage: hls-sample [URL…] [--format best|worst|all|NAME+NAME] [--output DIR]")
         exit(0)
     default:
         urls.append(argument)
@@ -52,7 +60,7 @@ if demo {
     origin = server
     fixture = installed
     urls = installed.inputs
-    print("demo: serving \(installed.masterURL.absoluteString)")
+    say("demo: serving \(installed.masterURL.absoluteString)")
 }
 
 // 3. Inputs become entities; start them all, then follow the events.
@@ -66,7 +74,7 @@ for url in urls {
             pending.insert(try await manager.start(entity).id)
         }
     } catch {
-        print("\(url): \(error)")
+        say("\(url): \(error)")
         failed = true
     }
 }
@@ -74,20 +82,20 @@ if !pending.isEmpty {  // (nothing to wait for when no input was accepted)
     for await event in events {
         switch event {
         case .taskStateChanged(let info, let previous):
-            print("\(info.title): \(previous) -> \(info.state)\(info.error.map { " (\($0))" } ?? "")")
+            say("\(info.title): \(previous) -> \(info.state)\(info.error.map { " (\($0))" } ?? "")")
             if info.state.isFinal {
                 pending.remove(info.id)
                 if info.state == .completed {
-                    for output in info.outputs { print("  \(output.path)") }
+                    for output in info.outputs { say("  \(output.path)") }
                 } else {
                     failed = true
                 }
             }
         case .taskProgress(let info):
             let total = info.bytesTotal.map { " of \($0)" } ?? ""
-            print("\(info.title): \(info.bytesDone)\(total) bytes, \(info.segmentsDone)/\(info.segmentsTotal) segments")
+            say("\(info.title): \(info.bytesDone)\(total) bytes, \(info.segmentsDone)/\(info.segmentsTotal) segments")
         case .taskError(let id, let error, let willRetry) where willRetry:
-            print("\(id.entityKey): retrying after \(error)")
+            say("\(id.entityKey): retrying after \(error)")
         default:
             break
         }
@@ -98,8 +106,8 @@ if !pending.isEmpty {  // (nothing to wait for when no input was accepted)
 // 4. The demo checks every byte against what the origin served.
 if let fixture {
     let problems = await fixture.verify(downloadRoot: root)
-    for problem in problems { print("verify: \(problem)") }
-    if problems.isEmpty { print("verify: \(fixture.expectedFiles.joined(separator: ", ")) byte-identical") }
+    for problem in problems { say("verify: \(problem)") }
+    if problems.isEmpty { say("verify: \(fixture.expectedFiles.joined(separator: ", ")) byte-identical") }
     failed = failed || !problems.isEmpty
 }
 await manager.stopAll()

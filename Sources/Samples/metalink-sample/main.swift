@@ -10,6 +10,14 @@ import MetalinkEntity
 import Tessera
 import TesseraTesting
 
+/// Every line leaves through Tessera's one sanitizer: titles, names and error messages come from
+/// the network, and none of their control or bidirectional characters may reach the terminal.
+func say(_ text: String) {
+    for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        print(UntrustedText.printable(String(line), limit: .max, marksCut: false))
+    }
+}
+
 // 1. Arguments, parsed by hand.
 var urls: [String] = []
 var output: String?
@@ -20,7 +28,7 @@ while let argument = arguments.popFirst() {
     case "--output", "-o": output = arguments.popFirst()
     case "--location": try pluginArguments.add("metalink:location=\(arguments.popFirst() ?? "")")
     case "--help", "-h":
-        print("usage: metalink-sample [URL.meta4 ...] [--output DIR] [--location de,fr]")
+        say("usage: metalink-sample [URL.meta4 ...] [--output DIR] [--location de,fr]")
         exit(0)
     default: urls.append(argument)
     }
@@ -52,7 +60,7 @@ for input in inputs {
             for: EntityInput(input, arguments: pluginArguments), context: ResolveContext(engine: engine))
         for entity in entities { tasks.insert(try await manager.start(entity).id) }
     } catch {
-        print("\(input): \(error)")
+        say("\(input): \(error)")
     }
 }
 
@@ -65,23 +73,23 @@ func rollUp(_ group: DownloadGroupInfo) -> String {
     return "group \(group.key): \(group.state), \(group.children.count) files, \(megabytes(group.rollUp.bytesDone)) of \(total)"
 }
 if tasks.isEmpty {
-    print("nothing to download")
+    say("nothing to download")
     exit(1)
 }
 for await event in events {
     switch event {
     case .taskStateChanged(let info, let previous) where tasks.contains(info.id):
         let why = info.state.isFinal && info.state != .completed ? ": \(info.error?.message ?? "?")" : ""
-        print("\(info.title): \(previous) -> \(info.state)\(why)")
+        say("\(info.title): \(previous) -> \(info.state)\(why)")
         if info.state.isFinal { finished[info.id] = info }
     case .taskProgress(let info) where tasks.contains(info.id):
         let percent = info.fractionDone.map { String(format: "%3.0f%%", $0 * 100) } ?? "  ?"
-        print("  \(info.title): \(percent) \(megabytes(info.bytesDone)) at \(megabytes(Int64(info.bytesPerSecond)))/s")
+        say("  \(info.title): \(percent) \(megabytes(info.bytesDone)) at \(megabytes(Int64(info.bytesPerSecond)))/s")
     case .taskError(let id, let error, true) where tasks.contains(id):
-        print("  \(id.entityKey.split(separator: "|").last ?? ""): retrying after \(error.code): \(error.message)")
+        say("  \(id.entityKey.split(separator: "|").last ?? ""): retrying after \(error.code): \(error.message)")
     case .groupUpdated(let group) where groupStates[group.key] != "\(group.state) \(group.children.count)":
         groupStates[group.key] = "\(group.state) \(group.children.count)"
-        print(rollUp(group))
+        say(rollUp(group))
     default: break
     }
     if finished.count == tasks.count { break }
@@ -90,14 +98,14 @@ for await event in events {
 // 6. Sum up; with the fixture, compare every byte with the origin's.
 var success = !tasks.isEmpty && finished.values.allSatisfy { $0.state == .completed }
 for info in finished.values.sorted(by: { $0.title < $1.title }) {
-    print("\(info.state == .completed ? "ok  " : "FAIL") \(info.outputs.first?.path ?? info.title)")
+    say("\(info.state == .completed ? "ok  " : "FAIL") \(info.outputs.first?.path ?? info.title)")
 }
-for group in await manager.checkAllGroups() { print(rollUp(group)) }
+for group in await manager.checkAllGroups() { say(rollUp(group)) }
 if let fixture {
     let problems = await fixture.verify(downloadRoot: root)
-    for problem in problems { print("problem: \(problem)") }
+    for problem in problems { say("problem: \(problem)") }
     success = success && problems.isEmpty
-    print(problems.isEmpty ? "verified: every file is byte-identical to the origin's" : "verification failed")
+    say(problems.isEmpty ? "verified: every file is byte-identical to the origin's" : "verification failed")
 }
 await engine.shutdown()
 try? await origin?.shutdown()

@@ -11,6 +11,14 @@ import PlayurlEntity
 import Tessera
 import TesseraTesting
 
+/// Every line leaves through Tessera's one sanitizer: titles, names and error messages come from
+/// the network, and none of their control or bidirectional characters may reach the terminal.
+func say(_ text: String) {
+    for line in text.split(separator: "\n", omittingEmptySubsequences: false) {
+        print(UntrustedText.printable(String(line), limit: .max, marksCut: false))
+    }
+}
+
 func describe(_ error: any Error) -> String { (error as? DownloadError)?.message ?? "\(error)" }
 
 func fail(_ message: String) -> Never {
@@ -72,11 +80,11 @@ for text in inputs {
             pending.insert(try await manager.start(entity).id)
         }
     } catch {
-        print("✗ \(text): \(describe(error))")
+        say("✗ \(text): \(describe(error))")
         failures += 1
     }
 }
-print("Downloading \(pending.count) cids into \(root)")
+say("Downloading \(pending.count) cids into \(root)")
 
 // 5. Follow the events until every task is finished; the count of tasks that did not complete.
 func follow(_ events: AsyncStream<DownloadEvent>, until ids: Set<DownloadTaskID>) async -> Int {
@@ -88,16 +96,16 @@ func follow(_ events: AsyncStream<DownloadEvent>, until ids: Set<DownloadTaskID>
         switch event {
         case .taskStateChanged(let info, let previous):
             let why = info.state == .completed ? "" : info.error.map { " — \($0.code): \($0.message)" } ?? ""
-            print("\(info.title): \(previous) → \(info.state)\(why)")
+            say("\(info.title): \(previous) → \(info.state)\(why)")
             if info.state.isFinal, pending.remove(info.id) != nil, info.state != .completed { failed += 1 }
         case .taskProgress(let info):
             let percent = info.fractionDone.map { String(format: "%3.0f%%", $0 * 100) } ?? "   ?"
-            print("  \(info.title): \(percent) \(megabytes(info.bytesDone)) at \(megabytes(Int64(info.bytesPerSecond)))/s")
+            say("  \(info.title): \(percent) \(megabytes(info.bytesDone)) at \(megabytes(Int64(info.bytesPerSecond)))/s")
         case .taskError(let id, let error, true):
-            print("  \(id.entityKey): retrying after \(error.code): \(error.message)")
+            say("  \(id.entityKey): retrying after \(error.code): \(error.message)")
         case .groupUpdated(let group) where groupStates[group.key] != group.state:
             groupStates[group.key] = group.state
-            print("group \(group.key): \(group.state), \(group.children.count) cids, \(megabytes(group.rollUp.bytesDone))")
+            say("group \(group.key): \(group.state), \(group.children.count) cids, \(megabytes(group.rollUp.bytesDone))")
         default:
             break
         }
@@ -107,18 +115,18 @@ func follow(_ events: AsyncStream<DownloadEvent>, until ids: Set<DownloadTaskID>
 failures += await follow(events, until: pending)
 for group in await manager.checkAllGroups() {
     let total = group.rollUp.bytesTotal.map { " of \($0)" } ?? ""
-    print("group \(group.key): \(group.state), \(group.children.count) cids, \(group.rollUp.bytesDone)\(total) bytes")
+    say("group \(group.key): \(group.state), \(group.children.count) cids, \(group.rollUp.bytesDone)\(total) bytes")
 }
 
 // 6. The demo checks every byte against what the origin served.
 if let fixture {
     let problems = await fixture.verify(downloadRoot: root)
-    for problem in problems { print("✗ \(problem)") }
-    if problems.isEmpty { print("✓ \(fixture.expectedFiles.count) files verified byte for byte") }
+    for problem in problems { say("✗ \(problem)") }
+    if problems.isEmpty { say("✓ \(fixture.expectedFiles.count) files verified byte for byte") }
     failures += problems.count
 }
 await engine.shutdown()
 try await origin?.shutdown()
 try? FileManager.default.removeItem(atPath: temporary)  // the cache, and the demo's downloads unless --output
-print(failures == 0 ? "All done." : "\(failures) problem(s).")
+say(failures == 0 ? "All done." : "\(failures) problem(s).")
 exit(failures == 0 ? 0 : 1)

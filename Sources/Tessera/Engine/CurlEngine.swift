@@ -64,6 +64,12 @@ public final class CurlEngine: Sendable {
         }
     }
 
+    /// The limit shared by all transfers, in bytes per second, or `nil` for none.
+    public var globalRateLimit: Int64? {
+        let rate = core.rateLimitSetting.load(ordering: .relaxed)
+        return rate > 0 ? rate : nil
+    }
+
     /// Changes the limit shared by all transfers, in bytes per second; `nil` removes it.
     public func setGlobalRateLimit(_ bytesPerSecond: Int64?) {
         core.setRateLimit(bytesPerSecond)

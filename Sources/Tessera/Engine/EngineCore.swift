@@ -51,6 +51,8 @@ final class EngineCore: @unchecked Sendable {
     let queuedCount = Atomic<Int>(0)
     let receivedTotal = Atomic<Int64>(0)
     let completedCount = Atomic<Int>(0)
+    /// The global rate limit as last set (0: none), readable from any thread.
+    let rateLimitSetting = Atomic<Int64>(0)
     /// Set while the engine thread is (about to be) in `curl_multi_poll`; submissions wake it
     /// only then, which saves a system call per transfer while it is busy anyway.
     private let sleeping = Atomic<Bool>(false)
@@ -76,7 +78,10 @@ final class EngineCore: @unchecked Sendable {
         self.logger = configuration.logger
         self.verbose = ProcessInfo.processInfo.environment["TESSERA_CURL_VERBOSE"] == "1"
         self.progressIntervalNanoseconds = UInt64(max(0, configuration.progressInterval.nanoseconds))
-        if let rate = configuration.globalRateLimit, rate > 0 { bucket = TokenBucket(bytesPerSecond: rate) }
+        if let rate = configuration.globalRateLimit, rate > 0 {
+            bucket = TokenBucket(bytesPerSecond: rate)
+            rateLimitSetting.store(rate, ordering: .relaxed)
+        }
         _ = tessera_curl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, max(0, configuration.maxConnections))
         _ = tessera_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, configuration.maxConnectionsPerHost))
         _ = tessera_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(4, configuration.maxConnections))
@@ -130,6 +135,7 @@ final class EngineCore: @unchecked Sendable {
     }
 
     func setRateLimit(_ bytesPerSecond: Int64?) {
+        rateLimitSetting.store(max(0, bytesPerSecond ?? 0), ordering: .relaxed)
         inbox.withLock { $0.rateLimit = .some(bytesPerSecond) }
         curl_multi_wakeup(multi)
     }
@@ -308,7 +314,8 @@ final class EngineCore: @unchecked Sendable {
             return
         }
         if let error = transfer.configure() {
-            recycle(easy)
+            // (A handle that refused an option is not trusted with another transfer.)
+            curl_easy_cleanup(easy)
             pending.continuation.resume(throwing: error)
             return
         }

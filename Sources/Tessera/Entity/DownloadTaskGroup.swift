@@ -43,9 +43,9 @@ open class DownloadTaskGroup: @unchecked Sendable {
         } else {
             state = .paused
         }
-        let done = children.reduce(Int64(0)) { $0 + $1.bytesDone }
+        let done = children.map(\.bytesDone).saturatingSum()
         let totals = children.map(\.bytesTotal)
-        let total: Int64? = totals.contains(nil) ? nil : totals.reduce(0) { $0 + ($1 ?? 0) }
+        let total: Int64? = totals.contains(nil) ? nil : totals.map { $0 ?? 0 }.saturatingSum()
         let speed = children.reduce(0.0) { $0 + $1.bytesPerSecond }
         var eta: Duration?
         if let total, speed > 0 {

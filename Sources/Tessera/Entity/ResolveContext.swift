@@ -175,10 +175,12 @@ public struct SplitPolicy: Sendable, Hashable {
     }
 
     /// How many connections share `rest` bytes of a file (from its first response, or from
-    /// where an earlier run stopped): one below ``minimumSize``, else one per ``pieceSize``, up
-    /// to ``maxConnections``.
-    public func connections(forRest rest: Int64) -> Int {
-        guard maxConnections > 1, rest >= minimumSize else { return 1 }
+    /// where an earlier run stopped): one below ``minimumSize`` or under a global rate limit
+    /// (`rateLimited`: the limit, not the connections, sets the speed, and every connection
+    /// open when the process is killed loses what its socket buffers held), else one per
+    /// ``pieceSize``, up to ``maxConnections``.
+    public func connections(forRest rest: Int64, rateLimited: Bool = false) -> Int {
+        guard maxConnections > 1, rest >= minimumSize, !rateLimited else { return 1 }
         return Int(min(Int64(maxConnections), max(1, rest / max(1, pieceSize))))
     }
 }

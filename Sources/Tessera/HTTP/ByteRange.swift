@@ -16,11 +16,12 @@ public struct ByteRange: Hashable, Sendable, Codable, CustomStringConvertible {
 
     /// The range of the inclusive positions `first...last`.
     public init(_ bounds: ClosedRange<Int64>) {
-        self.init(offset: bounds.lowerBound, length: bounds.upperBound - bounds.lowerBound + 1)
+        self.init(offset: bounds.lowerBound, length: (bounds.upperBound - bounds.lowerBound).saturatingAdding(1))
     }
 
-    /// The last byte, inclusive, when the range is bounded.
-    public var last: Int64? { length.map { offset + $0 - 1 } }
+    /// The last byte, inclusive, when the range is bounded (`Int64.max` for a range that would
+    /// end past it: a manifest's validation refuses those).
+    public var last: Int64? { length.map { offset.saturatingAdding($0 - 1) } }
 
     /// The value of a `Range` header asking for this span, e.g. `bytes=0-1023` or `bytes=512-`.
     public var headerValue: String {

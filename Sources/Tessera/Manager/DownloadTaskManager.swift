@@ -589,15 +589,18 @@ public actor DownloadTaskManager {
         return FileOperations.exists(path) || FileOperations.exists(FileLayout.partPath(path))
     }
 
-    /// `name.ext` → `name.1.ext` (in the last path component).
+    /// `name.ext` → `name.1.ext` (in the last path component, shortened to leave room for the
+    /// number when it must be).
     static func numbered(_ name: String, _ number: Int) -> String {
         let slash = name.lastIndex(of: "/").map { name.index(after: $0) } ?? name.startIndex
-        let file = name[slash...]
+        let directory = name[..<slash]
+        let file = SafePath.fitted(String(name[slash...]), reserving: ".\(number)".utf8.count)
         if let dot = file.lastIndex(of: "."), dot != file.startIndex {
-            return String(name[..<dot]) + ".\(number)" + String(name[dot...])
+            return directory + file[..<dot] + ".\(number)" + file[dot...]
         }
-        return name + ".\(number)"
+        return directory + file + ".\(number)"
     }
+
 
     private func claim(_ manifest: DownloadManifest, for task: ManagedTask) {
         for output in manifest.outputs where output.isSelected || task.mode == .cacheOnly {
@@ -1032,7 +1035,7 @@ final class ManagedTask {
         for output in manifest.outputs where mode == .cacheOnly || output.isSelected {
             segments += output.segments.count
             for segment in output.segments {
-                if let size = segment.knownSize, segment.encryption == nil { known &+= size } else { unknown += 1 }
+                if let size = segment.knownSize, segment.encryption == nil { known = known.saturatingAdding(size) } else { unknown += 1 }
             }
         }
         summary.segmentCount = segments

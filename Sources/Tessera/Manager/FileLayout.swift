@@ -21,7 +21,16 @@ struct FileLayout: Sendable {
         return SafePath.join(base, (try? SafePath.relative(name)) ?? "invalid-name")
     }
 
-    static func partPath(_ path: String) -> String { path + ".part" }
+    /// `path.part`; for a name too long to take the suffix, the name shortened (see
+    /// ``SafePath/fitted(_:reserving:)``) with a hash of the whole name, then `.part`.
+    static func partPath(_ path: String) -> String {
+        let slash = path.lastIndex(of: "/").map { path.index(after: $0) } ?? path.startIndex
+        let name = path[slash...]
+        guard name.utf8.count + 5 > SafePath.maxNameBytes else { return path + ".part" }
+        let hex = String(FNV.hash(name.utf8) & 0xFFFF_FFFF, radix: 16)
+        let tag = "-" + String(repeating: "0", count: 8 - hex.count) + hex
+        return String(path[..<slash]) + SafePath.fitted(String(name), reserving: tag.utf8.count + 5) + tag + ".part"
+    }
 
     var workDirectory: String { SafePath.join(root, ".tessera/work") }
 

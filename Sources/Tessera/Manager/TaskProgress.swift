@@ -43,7 +43,7 @@ final class TaskProgress: Sendable {
     var snapshot: Snapshot {
         state.withLock { state in
             var bytes = state.doneBytes
-            for value in state.inFlight.values { bytes &+= value }
+            for value in state.inFlight.values { bytes = bytes.saturatingAdding(value) }
             return Snapshot(
                 bytes: bytes, doneSegments: state.doneSegments, segmentCount: state.segmentCount,
                 knownBytes: state.knownBytes, unknownSizes: state.unknownSizes)
@@ -74,7 +74,7 @@ final class TaskProgress: Sendable {
     func finish(job: Int?, bytes: Int64, completesSegment: Bool) {
         state.withLock { state in
             if let job { state.inFlight[job] = nil }
-            state.doneBytes &+= bytes
+            state.doneBytes = state.doneBytes.saturatingAdding(bytes)
             if completesSegment { state.doneSegments += 1 }
         }
     }
@@ -84,7 +84,7 @@ final class TaskProgress: Sendable {
         state.withLock { state in
             guard state.unknownSizes > 0 else { return }
             state.unknownSizes -= 1
-            state.knownBytes &+= size
+            state.knownBytes = state.knownBytes.saturatingAdding(size)
         }
     }
 

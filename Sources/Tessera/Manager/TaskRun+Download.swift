@@ -302,7 +302,8 @@ struct DownloadLoop {
     private func resumedConnections(_ writer: OutputWriter, _ state: SingleOutputState) -> Int {
         guard state.rangesAllowed, let length = writer.resource.length, writer.output.segments[0].range == nil
         else { return 1 }
-        return run.configuration.splitting.connections(forRest: length - state.done.clamped(to: 0..<length).count)
+        return run.configuration.splitting.connections(
+            forRest: length - state.done.clamped(to: 0..<length).count, rateLimited: run.services.engine.globalRateLimit != nil)
     }
 
     /// The first response showed a large file that `connections` connections will share: the

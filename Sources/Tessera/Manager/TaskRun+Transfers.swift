@@ -479,6 +479,7 @@ extension TaskRun {
     /// connections may share it, and (for an output named by the server) its name.
     private func firstResponseHook(for writer: OutputWriter) -> @Sendable (TransferResponse) -> ResponseDecision {
         let splitting = configuration.splitting
+        let engine = services.engine
         let sink = eventSink
         let index = writer.index
         let progress = self.progress
@@ -500,7 +501,7 @@ extension TaskRun {
             // The connections to add besides this one.
             var connections = 0
             if rangesAllowed, let length, writer.output.segments[0].range == nil {
-                connections = splitting.connections(forRest: length) - 1
+                connections = splitting.connections(forRest: length, rateLimited: engine.globalRateLimit != nil) - 1
             }
             sink.yield(.resourceKnown(output: index, rangesAllowed: rangesAllowed, connections: connections))
             if writer.namedByResponse {

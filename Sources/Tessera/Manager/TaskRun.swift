@@ -292,7 +292,7 @@ struct TaskRun: Sendable {
                 doneSegments += writer.doneCount
                 segmentCount += output.segments.count
                 for segment in output.segments {
-                    if let size = segment.knownSize, segment.encryption == nil { knownBytes &+= size } else { unknown += 1 }
+                    if let size = segment.knownSize, segment.encryption == nil { knownBytes = knownBytes.saturatingAdding(size) } else { unknown += 1 }
                 }
                 writers[index] = writer
             }

@@ -59,7 +59,20 @@ public struct DownloadManifest: Sendable, Codable, Hashable {
             }
             try output.validate()
         }
+        // Every size is at most maxTotalBytes (checked above), so these sums cannot overflow.
+        var known: Int64 = 0
+        for output in includingUnselected ? outputs : selectedOutputs {
+            known += output.knownSize ?? 0
+            guard known <= Self.maxTotalBytes else {
+                throw DownloadError(.manifestInvalid, "the manifest's sizes add up to more than \(Self.maxTotalBytes) bytes (1 EiB)")
+            }
+        }
     }
+
+    /// The largest size, offset or total of sizes a manifest may give (1 EiB): anything larger
+    /// is refused by ``validate(maxSegments:includingUnselected:)``, so that no sum or end of a
+    /// range built from a manifest overflows.
+    public static let maxTotalBytes: Int64 = 1 << 60
 }
 
 /// One file a manifest produces.
@@ -119,7 +132,7 @@ public struct DownloadOutput: Sendable, Codable, Hashable {
         var total: Int64 = 0
         for segment in segments {
             guard let size = segment.knownSize else { return nil }
-            total += size
+            total = total.saturatingAdding(size)
         }
         return total
     }
@@ -147,9 +160,18 @@ public struct DownloadOutput: Sendable, Codable, Hashable {
         if let expectedSize, expectedSize < 0 {
             throw DownloadError(.manifestInvalid, "the output \"\(name)\" has a negative size")
         }
+        if let expectedSize, expectedSize > DownloadManifest.maxTotalBytes {
+            throw DownloadError(.manifestInvalid, "\"\(name)\" has a size of \(expectedSize) bytes, more than 1 EiB")
+        }
         var names = Set<String>()
+        var sum: Int64 = 0
         for (index, segment) in segments.enumerated() {
             try segment.validate(in: self, index: index)
+            // (Each size is at most maxTotalBytes: the sum of two cannot overflow.)
+            sum += segment.knownSize ?? 0
+            guard sum <= DownloadManifest.maxTotalBytes else {
+                throw DownloadError(.manifestInvalid, "the segments of \"\(name)\" add up to more than 1 EiB")
+            }
             if assembly == .separateFiles {
                 let name = try SafePath.relative(segment.name ?? "")
                 guard names.insert(name).inserted else {
@@ -226,6 +248,15 @@ public struct DownloadSegment: Sendable, Codable, Hashable {
         for url in urls { try URLSafety.check(url, context: label) }
         if let expectedSize, expectedSize < 0 {
             throw DownloadError(.manifestInvalid, "\(label) has a negative size")
+        }
+        if let expectedSize, expectedSize > DownloadManifest.maxTotalBytes {
+            throw DownloadError(.manifestInvalid, "\(label) has a size of \(expectedSize) bytes, more than 1 EiB")
+        }
+        if let range, range.offset > DownloadManifest.maxTotalBytes || (range.length ?? 0) > DownloadManifest.maxTotalBytes - range.offset {
+            throw DownloadError(.manifestInvalid, "\(label) has a range that ends past 1 EiB")
+        }
+        if let offset, offset < 0 || offset > DownloadManifest.maxTotalBytes - (knownSize ?? 0) {
+            throw DownloadError(.manifestInvalid, "\(label) is placed at \(offset), outside 0 … 1 EiB")
         }
         if let length = range?.length, let expectedSize, length != expectedSize, encryption == nil {
             throw DownloadError(.manifestInvalid, "\(label) has a range of \(length) bytes but a size of \(expectedSize)")

@@ -6,21 +6,25 @@ public enum SafePath {
     /// (`a//b/./c` -> `a/b/c`).
     ///
     /// Refused with ``DownloadError/Code/unsafePath``: empty names, absolute paths, `..`
-    /// components, NUL and other control characters, backslashes (a Windows separator that
-    /// would become one on another system), and components longer than 255 bytes.
+    /// components, NUL and other control characters (C0, DEL, C1), bidirectional formatting
+    /// characters, backslashes (a Windows separator that would become one on another system),
+    /// components longer than 255 bytes, and `.tessera` (the manager's own work directory).
     public static func relative(_ name: String) throws(DownloadError) -> String {
         func refuse(_ why: String) -> DownloadError {
             DownloadError(.unsafePath, "the file name \"\(printable(name))\" \(why)")
         }
         guard !name.isEmpty else { throw DownloadError(.unsafePath, "a file name is empty") }
-        if name.utf8.contains(where: { $0 < 0x20 || $0 == 0x7F }) { throw refuse("contains a control character") }
+        if name.unicodeScalars.contains(where: UntrustedText.isUnsafe) {
+            throw refuse("contains a control or bidirectional formatting character")
+        }
         if name.contains("\\") { throw refuse("contains a backslash") }
         if name.hasPrefix("/") || name.hasPrefix("~") { throw refuse("is absolute") }
         var components: [Substring] = []
         for component in name.split(separator: "/", omittingEmptySubsequences: true) {
             if component == "." { continue }
             if component == ".." { throw refuse("leaves the download directory") }
-            if component.utf8.count > 255 { throw refuse("has a component longer than 255 bytes") }
+            if component.utf8.count > maxNameBytes { throw refuse("has a component longer than 255 bytes") }
+            if component == ".tessera" { throw refuse("reaches Tessera's own work directory (.tessera)") }
             components.append(component)
         }
         guard !components.isEmpty else { throw refuse("names no file") }
@@ -28,13 +32,14 @@ public enum SafePath {
     }
 
     /// A single file name from untrusted text (a URL's last component, `Content-Disposition`),
-    /// made safe instead of refused: separators and control characters become `_`, leading dots
-    /// are dropped, and an empty result becomes `fallback`.
+    /// made safe instead of refused: separators, control and bidirectional formatting characters
+    /// become `_`, leading dots are dropped, a name too long is shortened (see ``fitted(_:reserving:)``),
+    /// and an empty result becomes `fallback`.
     public static func sanitizedFileName(_ text: String, fallback: String = "download") -> String {
         var name = String(text.unicodeScalars.map { scalar -> Character in
             switch scalar.value {
-            case 0..<0x20, 0x7F, 0x2F, 0x5C: return "_"
-            default: return Character(scalar)
+            case 0x2F, 0x5C: return "_"
+            default: return UntrustedText.isUnsafe(scalar) ? "_" : Character(scalar)
             }
         })
         // Trim and drop leading dots until neither changes anything (". .bashrc" included).
@@ -43,8 +48,29 @@ public enum SafePath {
             if trimmed.count == name.count { break }
             name = String(trimmed)
         }
-        while name.utf8.count > 255 { name.removeLast() }
+        name = fitted(name)
         return name.isEmpty ? fallback : name
+    }
+
+    /// The longest file name (one path component) Linux file systems take, in bytes.
+    public static let maxNameBytes = 255
+
+    /// A file name (one path component) shortened, when it must be, so that it and `reserving`
+    /// more bytes (a suffix to come, such as `.part` or `.1`) fit in ``maxNameBytes``: cut at a
+    /// character boundary before its extension, which it keeps when the extension is short.
+    public static func fitted(_ name: String, reserving: Int = 0) -> String {
+        let room = maxNameBytes - max(0, reserving)
+        guard name.utf8.count > room, room > 0 else { return name }
+        var stem = Substring(name), suffix = Substring("")
+        if let dot = name.lastIndex(of: "."), dot != name.startIndex, name.utf8[dot...].count <= 16 {
+            stem = name[..<dot]
+            suffix = name[dot...]
+        }
+        while !stem.isEmpty, stem.utf8.count + suffix.utf8.count > room { stem.removeLast() }
+        // (A character of more than `room` bytes, or an extension with no room left: cut the whole.)
+        var whole = stem + suffix
+        while whole.utf8.count > room { whole.removeLast() }
+        return String(whole)
     }
 
     /// Joins a checked relative path to a directory.

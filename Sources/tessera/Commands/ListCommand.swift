@@ -14,7 +14,7 @@ struct ListCommand: AsyncParsableCommand {
     func run() async throws {
         let path = state.directory + "/tessera.sqlite"
         guard FileManager.default.fileExists(atPath: path) else {
-            if json { print(#"{"groups":[],"tasks":[]}"#) } else { print("No tasks (no store at \(path)).") }
+            if json { Terminal.out(#"{"groups":[],"tasks":[]}"#) } else { Terminal.out("No tasks (no store at \(path)).") }
             return
         }
         let store: SQLiteDownloadStore
@@ -23,7 +23,7 @@ struct ListCommand: AsyncParsableCommand {
             store = try SQLiteDownloadStore(path: path)
             stored = try await store.loadAll()
         } catch {
-            FileHandle.standardError.write(Data("tessera: \(describe(error))\n".utf8))
+            Terminal.err("tessera: \(describe(error))")
             throw ExitCode(1)
         }
         let rows = stored.map(Row.init)
@@ -36,28 +36,27 @@ struct ListCommand: AsyncParsableCommand {
                     let children = groups[key]!
                     return [
                         "key": key, "children": children.map(\.id),
-                        "bytesDone": children.reduce(Int64(0)) { $0 + $1.done },
+                        "bytesDone": children.map(\.done).saturatingSum(),
                         "states": Dictionary(grouping: children, by: \.state).mapValues(\.count),
                     ] as [String: Any]
                 },
             ]
-            let data = try JSONSerialization.data(withJSONObject: document, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
-            FileHandle.standardOutput.write(data + Data("\n".utf8))
+            try Terminal.json(document, pretty: true)
             return
         }
         if rows.isEmpty {
-            print("No tasks.")
+            Terminal.out("No tasks.")
             return
         }
-        print("STATE        DONE                   TASK")
-        for row in rows { print(row.line) }
+        Terminal.out("STATE        DONE                   TASK")
+        for row in rows { Terminal.out(row.line) }
         for key in groups.keys.sorted() {
             let children = groups[key]!
             let done = children.filter { $0.state == "completed" }.count
-            print("group \(key): \(done) of \(children.count) completed")
+            Terminal.out("group \(key): \(done) of \(children.count) completed")
         }
         for unreadable in store.unreadableTasks {
-            print("unreadable: \(unreadable.error.message)")
+            Terminal.out("unreadable: \(unreadable.error.message)")
         }
     }
 

@@ -43,22 +43,21 @@ struct ResolveCommand: AsyncParsableCommand {
                         let manifest = try await parser.resolve(in: context)
                         try manifest.validate(maxSegments: context.maxSegments)
                         results.append(ResolveReport.entity(entity, input: text, manifest: manifest))
-                        if !json { print(ResolveReport.text(entity, manifest: manifest, allSegments: allSegments)) }
+                        if !json { Terminal.outLines(ResolveReport.text(entity, manifest: manifest, allSegments: allSegments)) }
                     } catch {
                         let failure = error as? DownloadError ?? DownloadError(.manifestInvalid, "\(error)")
                         errors.append(["input": text, "id": entity.taskID.description, "code": failure.code.description, "message": failure.message])
-                        FileHandle.standardError.write(Data("tessera: \(text): \(failure.message)\n".utf8))
+                        Terminal.err("tessera: \(text): \(failure.message)")
                     }
                 }
             } catch {
                 errors.append(["input": text, "code": error.code.description, "message": error.message])
-                FileHandle.standardError.write(Data("tessera: \(text): \(error.message)\n".utf8))
+                Terminal.err("tessera: \(text): \(error.message)")
             }
         }
         if json {
             let document: [String: Any] = ["tessera": Tessera.version, "entities": results, "errors": errors]
-            let data = try JSONSerialization.data(withJSONObject: document, options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
-            FileHandle.standardOutput.write(data + Data("\n".utf8))
+            try Terminal.json(document, pretty: true)
         }
         await engine.shutdown()
         if !errors.isEmpty { throw ExitCode(1) }

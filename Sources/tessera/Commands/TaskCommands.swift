@@ -43,7 +43,7 @@ struct TaskSelection {
         while files.contains(where: FileManager.default.fileExists), ContinuousClock.now < deadline {
             try await Task.sleep(for: .milliseconds(100))
         }
-        for id in ids { print("\(action) sent to the running tessera: \(id)") }
+        for id in ids { Terminal.out("\(action) sent to the running tessera: \(id)") }
     }
 }
 
@@ -143,17 +143,17 @@ enum TaskCommand {
             for id in ids {
                 if action == "pause" {
                     await session.manager.stop(id)
-                    print("paused \(id)")
+                    Terminal.out("paused \(id)")
                 } else {
                     await session.manager.remove(id, deletingFiles: deleteFiles)
-                    print("removed \(id)")
+                    Terminal.out("removed \(id)")
                 }
             }
             // Let a removal delete its files before the process ends.
             try await Task.sleep(for: .milliseconds(200))
             await session.close()
         } catch let error as DownloadError {
-            FileHandle.standardError.write(Data("tessera: \(error.message)\n".utf8))
+            Terminal.err("tessera: \(error.message)")
             throw ExitCode(1)
         }
     }
@@ -172,13 +172,12 @@ struct PluginsCommand: ParsableCommand {
             ["plugin": matcher.plugin, "summary": matcher.summary, "priority": matcher.priority, "accepts": matcher.rules.map(describe)]
         }
         if json {
-            let data = try JSONSerialization.data(withJSONObject: ["plugins": rows, "entityTypes": registry.entityTypeNames], options: [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes])
-            FileHandle.standardOutput.write(data + Data("\n".utf8))
+            try Terminal.json(["plugins": rows, "entityTypes": registry.entityTypeNames], pretty: true)
             return
         }
         for matcher in registry.matchers {
-            print("\(matcher.plugin.padding(toLength: 10, withPad: " ", startingAt: 0)) \(matcher.summary)")
-            print("           accepts: \(matcher.rules.map(describe).joined(separator: "; "))")
+            Terminal.out("\(matcher.plugin.padding(toLength: 10, withPad: " ", startingAt: 0)) \(matcher.summary)")
+            Terminal.out("           accepts: \(matcher.rules.map(describe).joined(separator: "; "))")
         }
     }
 

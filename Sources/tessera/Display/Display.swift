@@ -92,14 +92,14 @@ final class Display: Sendable {
         lines.append(footer)
         state.withLock { state in
             var text = state.drawnLines > 0 ? "\u{1B}[\(state.drawnLines)A" : ""
-            for line in lines { text += "\u{1B}[2K" + Self.fit(line, width - 1) + "\n" }
+            for line in lines { text += "\u{1B}[2K" + Self.fit(Terminal.clean(line), width - 1) + "\n" }
             // Clear what the previous board had below.
             if state.drawnLines > lines.count {
                 for _ in lines.count..<state.drawnLines { text += "\u{1B}[2K\n" }
                 text += "\u{1B}[\(state.drawnLines - lines.count)A"
             }
             state.drawnLines = lines.count
-            FileHandle.standardOutput.write(Data(text.utf8))
+            Terminal.writeRaw(text)
         }
     }
 
@@ -123,23 +123,22 @@ final class Display: Sendable {
                 text += "\u{1B}[\(state.drawnLines)A"
                 state.drawnLines = 0
             }
-            text += line + "\n"
-            FileHandle.standardOutput.write(Data(text.utf8))
+            text += Terminal.clean(line) + "\n"
+            Terminal.writeRaw(text)
         }
     }
 
     func write(_ line: String) {
-        state.withLock { _ in FileHandle.standardOutput.write(Data((line + "\n").utf8)) }
+        state.withLock { _ in Terminal.out(line) }
     }
 
     func emitJSON(_ object: [String: Any]) {
-        guard let data = try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys, .withoutEscapingSlashes])
-        else { return }
+        guard let data = try? Terminal.jsonData(object) else { return }
         state.withLock { _ in FileHandle.standardOutput.write(data + Data("\n".utf8)) }
     }
 
     func standardError(_ line: String) {
-        FileHandle.standardError.write(Data((line + "\n").utf8))
+        Terminal.err(line)
     }
 
     // MARK: Lines

@@ -96,6 +96,14 @@ import TesseraTesting
             #expect(error.code == .unsafeInput)
             #expect(error.message.contains(location))
             #expect(fileSize(file) == nil)
+            // The refusal leaves the engine whole: the next transfers (on fresh or pooled
+            // handles) reach the origin and succeed.
+            for index in 0..<3 {
+                let path = "/bytes/1000/after-\(index).bin", after = directory.file("after-\(index).bin")
+                let result = try await engine.transfer(.download(origin.url(path), to: after))
+                #expect(result.status == 200)
+                #expect(await origin.content(at: path).verifyFile(atPath: after, size: 1000))
+            }
         }
     }
 

@@ -183,6 +183,8 @@ import Testing
         #expect(policy.connections(forRest: 1024 * mib) == 8)
         #expect(policy.connections(forRest: .max) == 8)
         #expect(SplitPolicy(maxConnections: 1).connections(forRest: 1024 * mib) == 1)
+        // Under a global rate limit, one: the limit sets the speed.
+        #expect(policy.connections(forRest: 1024 * mib, rateLimited: true) == 1)
         // A piece size of 0 or less is taken as 1 byte, not a division by zero.
         #expect(SplitPolicy(minimumSize: 0, pieceSize: 0, maxConnections: 3).connections(forRest: 2) == 2)
     }

@@ -38,6 +38,46 @@ import Testing
 
     // MARK: Manifest
 
+    @Test func hugeSizesAreRefusedNotAddedUp() {
+        let huge: Int64 = 1 << 62
+        // Two parts of 2^62 bytes (a playurl answer): the sum does not fit in an Int64.
+        refusal(manifest(
+            DownloadOutput(name: "p1.flv", segments: [segment(size: huge)]),
+            DownloadOutput(name: "p2.flv", segments: [segment(size: huge)])), .manifestInvalid, mentioning: "1 EiB")
+        // Two ranges of 2^62 bytes in one output (SegmentList mediaRange, HLS BYTERANGE).
+        refusal(manifest(DownloadOutput(name: "t.mp4", segments: [
+            segment(range: ByteRange(offset: 0, length: huge)), segment(range: ByteRange(offset: huge, length: huge)),
+        ])), .manifestInvalid, mentioning: "1 EiB")
+        // A range whose end does not fit.
+        refusal(manifest(DownloadOutput(name: "t.mp4", segments: [
+            segment(range: ByteRange(offset: .max - 10, length: 100)),
+        ])), .manifestInvalid, mentioning: "1 EiB")
+        // Pieces placed past the limit.
+        refusal(manifest(DownloadOutput(name: "f.iso", assembly: .pieces, segments: [
+            segment(size: 10, offset: .max - 5),
+        ])), .manifestInvalid, mentioning: "1 EiB")
+        // Sizes that add up within the limit pass.
+        #expect(throws: Never.self) {
+            try manifest(
+                DownloadOutput(name: "a", segments: [segment(size: 1 << 59)]),
+                DownloadOutput(name: "b", segments: [segment(size: 1 << 59)])
+            ).validate()
+        }
+        // And the unvalidated sum of an output holds at the bound instead of trapping.
+        let output = DownloadOutput(name: "t", segments: [segment(size: .max), segment(size: .max)])
+        #expect(output.knownSize == .max)
+    }
+
+    @Test func saturatingArithmeticHoldsAtTheBounds() {
+        #expect(Int64.max.saturatingAdding(1) == .max)
+        #expect(Int64.min.saturatingAdding(-1) == .min)
+        #expect(Int64(2).saturatingAdding(3) == 5)
+        #expect(Int64.max.saturatingMultiplying(2) == .max)
+        #expect(Int64.max.saturatingMultiplying(-2) == .min)
+        #expect([Int64.max, 1, 1].saturatingSum() == .max)
+        #expect(ByteRange(offset: .max - 1, length: 10).last == .max)
+    }
+
     @Test func refusesAManifestWithoutOutputs() {
         refusal(DownloadManifest(outputs: []), .manifestInvalid, mentioning: "no output")
     }

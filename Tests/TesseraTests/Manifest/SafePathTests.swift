@@ -42,6 +42,12 @@ import Testing
         "a\rb",
         "a\tb",
         "a\u{7F}b",
+        "a\u{9B}31mb",  // C1 CSI
+        "a\u{85}b",  // C1 NEL
+        "evil\u{202E}fdp.exe",  // right-to-left override
+        "a\u{2066}b",  // left-to-right isolate
+        ".tessera/work/x.part",
+        "sub/.tessera/state",
         ".",
         "./.",
         "//",
@@ -67,6 +73,8 @@ import Testing
         ("a/b", "a_b"),
         ("a\\b", "a_b"),
         ("a\u{0}b\nc\u{7F}d", "a_b_c_d"),
+        ("a\u{9B}b\u{85}c", "a_b_c"),
+        ("evil\u{202E}fdp.exe", "evil_fdp.exe"),
         (".hidden", "hidden"),
         ("...dots", "dots"),
         ("  spaced  ", "spaced"),
@@ -95,6 +103,47 @@ import Testing
         #expect(wide.utf8.count >= 253)
         #expect(wide.allSatisfy { $0 == "é" })
         #expect(isSingleSafeComponent(wide))
+    }
+
+    @Test func longNamesKeepTheirExtensionWhenCut() {
+        let long = String(repeating: "a", count: 300) + ".mp4"
+        let cut = SafePath.sanitizedFileName(long)
+        #expect(cut.utf8.count == 255)
+        #expect(cut.hasSuffix(".mp4"))
+        // Room left for a suffix to come; a name that fits is left alone.
+        #expect(SafePath.fitted(long, reserving: 5).utf8.count == 250)
+        #expect(SafePath.fitted(long, reserving: 5).hasSuffix(".mp4"))
+        #expect(SafePath.fitted("short.mp4", reserving: 5) == "short.mp4")
+        // Cut on a character boundary: never half of a multi-byte character.
+        let wide = String(repeating: "é", count: 200) + ".mkv"
+        let fitted = SafePath.fitted(wide, reserving: 2)
+        #expect(fitted.utf8.count <= 253)
+        #expect(fitted.hasSuffix(".mkv"))
+        #expect(fitted.dropLast(4).allSatisfy { $0 == "é" })
+        // A long "extension" is not one: the end is cut.
+        let odd = "x." + String(repeating: "y", count: 300)
+        #expect(SafePath.fitted(odd).utf8.count == 255)
+        #expect(SafePath.fitted(odd).hasPrefix("x."))
+    }
+
+    @Test func partAndNumberedNamesOfLongNamesFit() {
+        let name = String(repeating: "n", count: 251) + ".bin"  // 255 bytes: legal
+        let path = "/downloads/dir/" + name
+        let part = FileLayout.partPath(path)
+        #expect(part.hasPrefix("/downloads/dir/"))
+        #expect(part.hasSuffix(".part"))
+        let partName = String(part.split(separator: "/").last!)
+        #expect(partName.utf8.count <= 255)
+        // Two long names that differ only at the end get parts of their own.
+        let other = String(repeating: "n", count: 250) + "m.bin"
+        #expect(FileLayout.partPath("/downloads/dir/" + other) != part)
+        #expect(FileLayout.partPath("/d/short.bin") == "/d/short.bin.part")
+        let numbered = DownloadTaskManager.numbered("dir/" + name, 12)
+        #expect(numbered.hasPrefix("dir/"))
+        #expect(numbered.hasSuffix(".12.bin"))
+        #expect(numbered.split(separator: "/").last!.utf8.count <= 255)
+        #expect(DownloadTaskManager.numbered("a/b.c.mp4", 1) == "a/b.c.1.mp4")
+        #expect(DownloadTaskManager.numbered("noext", 2) == "noext.2")
     }
 
     /// Every output of `sanitizedFileName` must pass `relative` as one component and must not
