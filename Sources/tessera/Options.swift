@@ -61,6 +61,12 @@ struct NetworkOptions: ParsableArguments {
     @Option(name: .customLong("network-wait"), help: ArgumentHelp("How long a task waits for a host it cannot reach (refused, no route, no name) before it fails; 0 fails at once, -1 waits as long as it takes.", valueName: "seconds"))
     var networkWait: Int = 30
 
+    @Option(name: .customLong("manifest-timeout"), help: ArgumentHelp("The longest a manifest, an API answer or a key may take to arrive, whole.", valueName: "seconds"))
+    var manifestTimeout: Int = 60
+
+    /// `--manifest-timeout` as a duration.
+    var documentTimeout: Duration { .seconds(manifestTimeout) }
+
     @Option(name: .customLong("header"), help: ArgumentHelp("A header field for every request (repeatable).", valueName: "'name: value'"))
     var headers: [String] = []
 
@@ -98,6 +104,7 @@ struct NetworkOptions: ParsableArguments {
         _ = try rateLimit()
         _ = try headerFields()
         if let retries, retries < 1 { throw ValidationError("--retries must be at least 1") }
+        if manifestTimeout < 1 { throw ValidationError("--manifest-timeout must be at least 1 second") }
     }
 }
 

@@ -27,6 +27,7 @@ struct Session {
     let manager: DownloadTaskManager
     let lock: StateLock
     let headers: HTTPHeaders
+    let documentTimeout: Duration
 
     struct Settings {
         var downloadRoot = "downloads"
@@ -61,18 +62,19 @@ struct Session {
         configuration.headers = headers
         if let retries = settings.network.retries { configuration.retry.maxAttempts = retries }
         configuration.maxNetworkWait = settings.network.networkWait < 0 ? nil : .seconds(settings.network.networkWait)
+        configuration.documentTimeout = settings.network.documentTimeout
         configuration.networkMonitor = NetlinkNetworkMonitor()
         let registry = makeRegistry()
         let manager = DownloadTaskManager(
             configuration: configuration, engine: engine, store: store, cache: cache, registry: registry)
         return Session(
             stateDirectory: stateDirectory, registry: registry, engine: engine, store: store, cache: cache,
-            manager: manager, lock: lock, headers: headers)
+            manager: manager, lock: lock, headers: headers, documentTimeout: settings.network.documentTimeout)
     }
 
     /// A context for resolving inputs outside the manager (expansion, `tessera resolve`).
     var resolveContext: ResolveContext {
-        ResolveContext(engine: engine, headers: headers)
+        ResolveContext(engine: engine, headers: headers, documentTimeout: documentTimeout)
     }
 
     func close() async {

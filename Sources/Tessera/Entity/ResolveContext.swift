@@ -19,6 +19,9 @@ public struct ResolveContext: Sendable {
     public var previousManifest: DownloadManifest?
     /// How plain downloads are split into pieces.
     public var splitting: SplitPolicy
+    /// The longest a document (a manifest, an API answer) may take to arrive, whole: a server
+    /// that trickles it byte by byte (under the engine's low-speed limit or not) fails here.
+    public var documentTimeout: Duration
     /// Where to log.
     public var logger: Logger
 
@@ -26,7 +29,8 @@ public struct ResolveContext: Sendable {
     public init(
         engine: CurlEngine, headers: HTTPHeaders = HTTPHeaders(), maxSegments: Int = 1_000_000,
         maxDocumentSize: Int = 32 << 20, attempt: Int = 1, previousManifest: DownloadManifest? = nil,
-        splitting: SplitPolicy = SplitPolicy(), logger: Logger = Logger(label: "tessera.resolve")
+        splitting: SplitPolicy = SplitPolicy(), documentTimeout: Duration = .seconds(60),
+        logger: Logger = Logger(label: "tessera.resolve")
     ) {
         self.engine = engine
         self.headers = headers
@@ -35,6 +39,7 @@ public struct ResolveContext: Sendable {
         self.attempt = attempt
         self.previousManifest = previousManifest
         self.splitting = splitting
+        self.documentTimeout = documentTimeout
         self.logger = logger
     }
 
@@ -44,7 +49,8 @@ public struct ResolveContext: Sendable {
         var fields = headers
         for field in extra { fields.replaceOrAdd(name: field.name, value: field.value) }
         let request = TransferRequest(
-            url: url, headers: fields, destination: .memory(limit: maxDocumentSize), acceptsCompression: true)
+            url: url, headers: fields, destination: .memory(limit: maxDocumentSize), acceptsCompression: true,
+            timeout: documentTimeout)
         do {
             let result = try await engine.transfer(request)
             return FetchedDocument(
@@ -53,6 +59,11 @@ public struct ResolveContext: Sendable {
         } catch let error as DownloadError {
             if error.code == .responseTooLarge {
                 throw DownloadError(.manifestTooLarge, "the document at \(url.absoluteString) is larger than \(maxDocumentSize) bytes", url: url.absoluteString)
+            }
+            if error.code == .timeout {
+                var late = error
+                late.message = "the document at \(UntrustedText.printable(url.absoluteString)) did not arrive within \(documentTimeout)"
+                throw late
             }
             throw error
         } catch {

@@ -48,6 +48,9 @@ extension DownloadTaskManager {
         /// an app on a phone. A command line wants a bound: a refused connection then fails like
         /// curl's instead of waiting for a server that may never come.
         public var maxNetworkWait: Duration?
+        /// The longest a manifest, an API answer or a decryption key may take to arrive, whole
+        /// (a server trickling it fails the fetch; the task retries as for any transient error).
+        public var documentTimeout: Duration = .seconds(60)
         /// Where to log.
         public var logger = Logger(label: "tessera.manager")
 

@@ -215,7 +215,7 @@ extension TaskRun {
                 }
             }
             let encryption = segment.encryption!
-            let key = try await shared.keys.key(for: encryption.keyURL, engine: services.engine, headers: configuration.headers)
+            let key = try await shared.keys.key(for: encryption.keyURL, engine: services.engine, headers: configuration.headers, timeout: configuration.documentTimeout)
             let plain = try await executor.run { () throws(DownloadError) -> [UInt8] in
                 try AES128CBC.decrypt(body, key: key, iv: encryption.iv)
             }
@@ -285,7 +285,7 @@ extension TaskRun {
             // The cache keeps what an output would hold: encrypted segments decrypted.
             var needed: (key: [UInt8], iv: [UInt8])?
             if let encryption = segment.encryption {
-                needed = (try await shared.keys.key(for: encryption.keyURL, engine: services.engine, headers: configuration.headers), encryption.iv)
+                needed = (try await shared.keys.key(for: encryption.keyURL, engine: services.engine, headers: configuration.headers, timeout: configuration.documentTimeout), encryption.iv)
             }
             let decryption = needed
             let plain = stash + ".plain"

@@ -219,7 +219,7 @@ struct TaskRun: Sendable {
         let context = ResolveContext(
             engine: services.engine, headers: configuration.headers, maxSegments: configuration.maxSegments,
             maxDocumentSize: configuration.maxManifestSize, attempt: attempt, previousManifest: previous,
-            splitting: configuration.splitting, logger: configuration.logger)
+            splitting: configuration.splitting, documentTimeout: configuration.documentTimeout, logger: configuration.logger)
         let manifest: DownloadManifest
         do {
             manifest = try await parser.resolve(in: context)
@@ -476,10 +476,10 @@ final class RunShared: Sendable {
 final class KeyStore: Sendable {
     private let keys = Mutex<[URL: Task<[UInt8], any Error>]>([:])
 
-    func key(for url: URL, engine: CurlEngine, headers: HTTPHeaders) async throws -> [UInt8] {
+    func key(for url: URL, engine: CurlEngine, headers: HTTPHeaders, timeout: Duration) async throws -> [UInt8] {
         let fetch = keys.withLock { keys in
             if let fetch = keys[url] { return fetch }
-            let fetch = Task { try await Self.fetch(url, engine: engine, headers: headers) }
+            let fetch = Task { try await Self.fetch(url, engine: engine, headers: headers, timeout: timeout) }
             keys[url] = fetch
             return fetch
         }
@@ -494,9 +494,10 @@ final class KeyStore: Sendable {
         }
     }
 
-    private static func fetch(_ url: URL, engine: CurlEngine, headers: HTTPHeaders) async throws -> [UInt8] {
+    private static func fetch(_ url: URL, engine: CurlEngine, headers: HTTPHeaders, timeout: Duration) async throws -> [UInt8] {
         var request = TransferRequest.fetch(url, limit: 64, headers: headers)
         request.acceptsCompression = false
+        request.timeout = timeout
         let result = try await engine.transfer(request)
         let key = [UInt8](result.body ?? Data())
         guard key.count == 16 else {

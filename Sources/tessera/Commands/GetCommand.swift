@@ -126,6 +126,9 @@ struct DownloadRun {
                 inputErrors += 1
             }
         }
+        // Every input in the store now, not at the next tick: `tessera pause NAME` from another
+        // shell finds the task as soon as this one has started it.
+        await session.manager.flushStore()
         let runner = TaskRunner(session: session, display: display)
         let outcome = await runner.run(ids, events: events, inputErrors: inputErrors)
         runner.summarize(outcome)

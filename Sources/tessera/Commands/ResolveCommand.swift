@@ -28,7 +28,7 @@ struct ResolveCommand: AsyncParsableCommand {
         if let agent = network.userAgent { configuration.userAgent = agent }
         if let proxy = network.proxy { configuration.proxy = proxy.isEmpty ? .none : .url(proxy) }
         let engine = try CurlEngine(configuration: configuration)
-        let context = ResolveContext(engine: engine, headers: try network.headerFields())
+        let context = ResolveContext(engine: engine, headers: try network.headerFields(), documentTimeout: network.documentTimeout)
         let registry = makeRegistry()
         let resolver = InputResolver(registry: registry, context: context, arguments: arguments, format: format)
         var results: [[String: Any]] = []

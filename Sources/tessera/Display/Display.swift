@@ -123,13 +123,13 @@ final class Display: Sendable {
                 text += "\u{1B}[\(state.drawnLines)A"
                 state.drawnLines = 0
             }
-            text += Terminal.clean(line) + "\n"
+            text += Terminal.cleanLines(line) + "\n"
             Terminal.writeRaw(text)
         }
     }
 
     func write(_ line: String) {
-        state.withLock { _ in Terminal.out(line) }
+        state.withLock { _ in Terminal.outLines(line) }
     }
 
     func emitJSON(_ object: [String: Any]) {
