@@ -15,9 +15,8 @@ public enum ResponseNaming {
     /// The name the URL alone gives: its last path component, or `index.html` for a directory.
     public static func fileName(url: URL) -> String {
         // A directory URL ("…/dir/") names no file, as wget and aria2c see it.
-        let path = URLComponents(url: url, resolvingAgainstBaseURL: true)?.percentEncodedPath ?? ""
         let last = url.lastPathComponent  // already percent-decoded
-        if !path.hasSuffix("/"), !last.isEmpty, last != "/" {
+        if !url.hasDirectoryPath, !last.isEmpty, last != "/" {
             return SafePath.sanitizedFileName(last, fallback: "index.html")
         }
         return "index.html"

@@ -14,6 +14,12 @@ public enum SafePath {
             DownloadError(.unsafePath, "the file name \"\(printable(name))\" \(why)")
         }
         guard !name.isEmpty else { throw DownloadError(.unsafePath, "a file name is empty") }
+        // The common case, one plain ASCII name, without splitting or scanning scalars.
+        if name.utf8.count <= maxNameBytes, name.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != 0x2F && $0 != 0x5C }),
+            name.utf8.first != UInt8(ascii: "~"), name != ".", name != "..", name != ".tessera"
+        {
+            return name
+        }
         if name.unicodeScalars.contains(where: UntrustedText.isUnsafe) {
             throw refuse("contains a control or bidirectional formatting character")
         }
@@ -36,6 +42,14 @@ public enum SafePath {
     /// become `_`, leading dots are dropped, a name too long is shortened (see ``fitted(_:reserving:)``),
     /// and an empty result becomes `fallback`.
     public static func sanitizedFileName(_ text: String, fallback: String = "download") -> String {
+        // The common case: plain ASCII with nothing to replace, trim or shorten.
+        let bytes = text.utf8
+        if let first = bytes.first, let last = bytes.last, bytes.count <= maxNameBytes, first != UInt8(ascii: "."),
+            first != UInt8(ascii: " "), last != UInt8(ascii: " "),
+            bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != 0x2F && $0 != 0x5C })
+        {
+            return text
+        }
         var name = String(text.unicodeScalars.map { scalar -> Character in
             switch scalar.value {
             case 0x2F, 0x5C: return "_"
