@@ -89,10 +89,8 @@ final class StateLock: Sendable {
     private let descriptor: Int32
 
     init(directory: String) throws {
-        do {
-            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        } catch {
-            throw DownloadError(.storeFailure, "cannot create the state directory \(directory): \(error.localizedDescription)")
+        if let problem = writableDirectoryProblem(directory) {
+            throw DownloadError(.storeFailure, "cannot use the state directory \(directory): \(problem)")
         }
         let path = directory + "/lock"
         descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)

@@ -51,7 +51,8 @@ struct TaskRunner {
         tracker.seed(await snapshot(ids))
         var tracked = ids
         let mailbox = CommandMailbox(stateDirectory: session.stateDirectory)
-        var interrupted = false
+        // (Ctrl-C may have come while the inputs were expanded, before any task was added.)
+        var interrupted = interrupt.fired
         var wakes = wakeups.makeAsyncIterator()
         var lastPoll = ContinuousClock.now - .seconds(1)
         while !tracker.allSettled {
@@ -263,6 +264,31 @@ final class InterruptSignal: Sendable {
         if fired { listener.yield() }
     }
 
+    /// `body`'s value, or `nil` when Ctrl-C (or SIGTERM) arrives first: `body` is then
+    /// cancelled (a fetch in flight stops at once).
+    func unlessInterrupted<T: Sendable>(_ body: @escaping @Sendable () async throws -> T) async throws -> T? {
+        guard !fired else { return nil }
+        let (signals, listener) = AsyncStream.makeStream(of: Void.self)
+        notify(listener)
+        let work = Task { try await body() }
+        let watcher = Task {
+            for await _ in signals {
+                work.cancel()
+                return
+            }
+        }
+        defer {
+            watcher.cancel()
+            listener.finish()
+        }
+        do {
+            return try await work.value
+        } catch {
+            if fired { return nil }
+            throw error
+        }
+    }
+
     func install() {
         guard !installed.exchange(true, ordering: .relaxed) else { return }
         for number in [SIGINT, SIGTERM] {
@@ -300,7 +326,9 @@ struct CommandMailbox {
 
     /// Leaves a command; returns its file.
     func post(_ command: Command) throws -> String {
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        if let problem = writableDirectoryProblem(directory) {
+            throw DownloadError(.storeFailure, "cannot leave a command in \(directory): \(problem)")
+        }
         let path = directory + "/\(UUID().uuidString).json"
         let temporary = path + ".tmp"
         try JSONEncoder().encode(command).write(to: URL(fileURLWithPath: temporary))

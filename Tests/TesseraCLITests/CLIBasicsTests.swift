@@ -123,6 +123,49 @@ import TesseraTesting
         }
     }
 
+    @Test func aStateDirectoryThatCannotBeMadeSaysWhy() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        let blocker = cli.directory + "/a-file"
+        _ = FileManager.default.createFile(atPath: blocker, contents: Data("x".utf8))
+        let result = try await cli.run(["get", "--state-dir", blocker + "/state", "http://127.0.0.1:1/x.bin"])
+        #expect(result.status == 1)
+        #expect(result.errors.contains("not a directory"), "\(result.errors)")
+        #expect(!result.errors.contains("could not be completed"), "\(result.errors)")
+        // A file where the cache's directory goes, inside a usable state directory.
+        try FileManager.default.createDirectory(atPath: cli.state, withIntermediateDirectories: true)
+        _ = FileManager.default.createFile(atPath: cli.state + "/cache", contents: Data("x".utf8))
+        let cache = try await cli.run(["get", "http://127.0.0.1:1/x.bin"])
+        #expect(cache.status == 1)
+        #expect(cache.errors.contains("not a directory"), "\(cache.errors)")
+        #expect(!cache.errors.contains("could not be completed"), "\(cache.errors)")
+    }
+
+    @Test func ctrlCWhileAManifestIsFetchedPausesInsteadOfKilling() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let metalink = """
+                <?xml version="1.0" encoding="UTF-8"?>
+                <metalink xmlns="urn:ietf:params:xml:ns:metalink">
+                  <file name="a.bin"><size>100</size><url>\(origin.url("/bytes/100/a.bin").absoluteString)</url></file>
+                </metalink>
+                """
+            origin.serve("/slow.meta4", .text(metalink, contentType: "application/metalink4+xml"))
+            origin.inject(.stall(.seconds(30), afterBytes: nil), at: "/slow.meta4")
+            let (process, _, err) = try cli.start(["get", origin.url("/slow.meta4").absoluteString])
+            #expect(await eventually(within: .seconds(30)) { origin.requestCount(for: "/slow.meta4") > 0 })
+            kill(process.processIdentifier, SIGINT)
+            #expect(await process.exited(within: .seconds(10)), "tessera ends on SIGINT while it expands its inputs")
+            if process.isRunning { process.terminate() }
+            process.waitUntilExit()
+            #expect(process.terminationReason == .exit, "it exits; the signal does not kill it")
+            #expect(process.terminationStatus == 130)
+            let errors = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+            #expect(!errors.contains("cancelled"), "\(errors)")
+        }
+    }
+
     @Test func ctrlCPausesAndTheSameCommandContinuesWithoutRefetching() async throws {
         let cli = CLI()
         defer { cli.cleanUp() }

@@ -816,6 +816,19 @@ final class CurlTransfer {
         _ = tessera_curl_easy_getinfo_long(easy, CURLINFO_OS_ERRNO, &osErrno)
         let systemErrno: Int32? = osErrno == 0 ? nil : Int32(osErrno)
         let kind = Self.errorCode(for: code, osErrno: Int32(osErrno))
+        // A server that answers without a status line (HTTP/0.9, or not HTTP at all): libcurl
+        // says "unsupported protocol", which is not what happened.
+        if code == CURLE_UNSUPPORTED_PROTOCOL, detail.contains("HTTP/0.9") {
+            return DownloadError(
+                .unsupportedContent, "the server answered without an HTTP status line (HTTP/0.9, or not HTTP at all)",
+                url: url, checkpoint: checkpoint, curlCode: Int(code.rawValue))
+        }
+        // libcurl gives up on a header line over its limit (about 100 KB) as "out of memory".
+        if code == CURLE_OUT_OF_MEMORY {
+            return DownloadError(
+                .responseTooLarge, "the server's response has a header larger than libcurl accepts (100 KB), or memory ran out",
+                url: url, checkpoint: checkpoint, curlCode: Int(code.rawValue))
+        }
         if kind == .unsafeInput {
             var target: UnsafeMutablePointer<CChar>?
             _ = tessera_curl_easy_getinfo_string(easy, CURLINFO_REDIRECT_URL, &target)

@@ -140,12 +140,28 @@ enum FileOperations {
         return descriptor
     }
 
+    /// Creates `path` and its missing parents; a failure names the component that failed and
+    /// the system's reason (`Not a directory`, `Permission denied`, `Read-only file system`).
     static func createDirectory(_ path: String) throws(DownloadError) {
         guard !path.isEmpty else { return }
-        do {
-            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        } catch {
-            throw DownloadError(.writeFailed, "could not create the directory \(path): \(error.localizedDescription)")
+        var info = stat()
+        if stat(path, &info) == 0, info.st_mode & S_IFMT == S_IFDIR { return }
+        var prefix = path.hasPrefix("/") ? "" : "."
+        for component in path.split(separator: "/") {
+            prefix += "/" + component
+            if stat(prefix, &info) == 0 {
+                guard info.st_mode & S_IFMT == S_IFDIR else {
+                    throw DownloadError(.writeFailed, "could not create the directory \(path): \(prefix) is not a directory")
+                }
+                continue
+            }
+            if mkdir(prefix, 0o755) != 0 {
+                let code = errno
+                guard code != EEXIST else { continue }
+                throw DownloadError(
+                    .writeFailed, "could not create the directory \(path): \(prefix): \(String(cString: strerror(code)))",
+                    systemErrno: code)
+            }
         }
     }
 

@@ -128,6 +128,17 @@ extension SQLiteDownloadStore {
                 "The download state file \(path) is not an SQLite database (it does not start with the SQLite header); "
                     + "Tessera left it untouched. Move it away if it is not needed, or point Tessera at another state file.")
         }
+        // A real database's header has fixed fields (page size a power of two from 512 to
+        // 65536, stored as 1 for 65536; payload fractions 64, 32, 32): without them the file is
+        // damaged or only looks like SQLite, whatever its application ID says.
+        let pageSize = Int(header[16]) << 8 | Int(header[17])
+        let validPageSize = pageSize == 1 || (pageSize >= 512 && pageSize <= 32768 && pageSize & (pageSize - 1) == 0)
+        guard validPageSize, header[21] == 64, header[22] == 32, header[23] == 32 else {
+            throw DownloadError(
+                .storeFailure,
+                "The download state file \(path) starts like an SQLite database but its header is damaged; "
+                    + "Tessera left it untouched. Move it away (its tasks are lost) or restore a backup, or point Tessera at another state file.")
+        }
         // Bytes 68-71: the application ID, big-endian.
         let applicationID = header[68..<72].reduce(Int32(0)) { $0 << 8 | Int32($1) }
         if applicationID != 0 && applicationID != Self.applicationID {

@@ -115,14 +115,19 @@ struct DownloadRun {
         var ids: [DownloadTaskID] = []
         var known = Set<DownloadTaskID>()
         var inputErrors = 0
+        // Ctrl-C (or SIGTERM) while inputs are expanded (a Metalink or a manifest being fetched)
+        // pauses like one during the downloads: what was added stays, and the run ends with 130.
+        let interrupt = InterruptSignal.shared
+        interrupt.install()
         for text in inputs {
             do {
-                for entity in try await resolver.entities(for: text) {
+                guard let entities = try await interrupt.unlessInterrupted({ try await resolver.entities(for: text) }) else { break }
+                for entity in entities {
                     let info = mode == .cacheOnly ? try await session.manager.startCache(entity) : try await session.manager.start(entity)
                     if known.insert(info.id).inserted { ids.append(info.id) }
                 }
             } catch {
-                display.inputError(text, error)
+                display.inputError(text, error as? DownloadError ?? DownloadError(.transport, describe(error)))
                 inputErrors += 1
             }
         }

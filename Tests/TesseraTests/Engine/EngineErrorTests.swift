@@ -107,6 +107,26 @@ import TesseraTesting
         }
     }
 
+    @Test func aGiantHeaderIsCalledThatNotOutOfMemory() async throws {
+        try await withLoopbackOrigin { origin in
+            origin.serve("/giant", .init(.generated(size: 100), extraHeaders: [("X-Giant", String(repeating: "a", count: 300_000))]))
+            let error = try #require(await failure(TransferRequest(url: origin.url("/giant"), destination: .discard)))
+            #expect(error.code == .responseTooLarge)
+            #expect(error.message.contains("header"), "\(error.message)")
+            #expect(!error.isTransient)
+        }
+    }
+
+    @Test func anAnswerWithoutAStatusLineIsCalledThatNotAProtocolRefusal() async throws {
+        let server = try RawAnswerServer(answer: "hello, no status line here\n")
+        defer { server.stop() }
+        let url = try #require(URL(string: "http://127.0.0.1:\(server.port)/x.bin"))
+        let error = try #require(await failure(TransferRequest(url: url, destination: .discard)))
+        #expect(error.code == .unsupportedContent)
+        #expect(error.message.contains("status line"), "\(error.message)")
+        #expect(!error.message.contains("only http and https"))
+    }
+
     @Test func redirectLoopsStopAtTheLimit() async throws {
         try await withLoopbackOrigin { origin in
             origin.inject(.redirect(to: "/loop"), at: "/loop")
@@ -228,5 +248,48 @@ import TesseraTesting
         #expect(CurlTransfer.errorCode(for: CURLE_SSL_CONNECT_ERROR, osErrno: 0) == .tlsFailure)
         #expect(DownloadError(.dnsFailure, "x").isNetworkUnavailable)
         #expect(DownloadError(.networkUnreachable, "x").isNetworkUnavailable)
+    }
+}
+
+/// A server on 127.0.0.1 that answers every connection with fixed bytes (not HTTP), for answers
+/// `LoopbackOrigin` will not send.
+final class RawAnswerServer: @unchecked Sendable {
+    let port: Int
+    private let socket: Int32
+    private let thread: Thread
+
+    init(answer: String) throws {
+        let descriptor = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
+        }
+        guard descriptor >= 0, bound == 0, listen(descriptor, 16) == 0 else { throw POSIXError(.EADDRNOTAVAIL) }
+        _ = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
+        }
+        socket = descriptor
+        port = Int(UInt16(bigEndian: address.sin_port))
+        let bytes = Array(answer.utf8)
+        thread = Thread {
+            while true {
+                let client = accept(descriptor, nil, nil)
+                guard client >= 0 else { return }
+                var buffer = [UInt8](repeating: 0, count: 4096)
+                _ = read(client, &buffer, buffer.count)
+                _ = bytes.withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
+                close(client)
+            }
+        }
+        thread.start()
+    }
+
+    func stop() {
+        shutdown(socket, Int32(SHUT_RDWR))
+        close(socket)
     }
 }

@@ -22,7 +22,8 @@ import TesseraTesting
     }
 
     /// Opening `path` must fail with an actionable store failure and change nothing in its directory.
-    func expectRefused(_ path: String, mentioning phrases: [String], sourceLocation: SourceLocation = #_sourceLocation) {
+    @discardableResult
+    func expectRefused(_ path: String, mentioning phrases: [String], sourceLocation: SourceLocation = #_sourceLocation) -> DownloadError? {
         let directory = (path as NSString).deletingLastPathComponent
         let before = snapshot(directory)
         #expect(!before.isEmpty, sourceLocation: sourceLocation)
@@ -39,6 +40,7 @@ import TesseraTesting
         // A second attempt fails the same way (nothing was half-done the first time).
         #expect(throws: DownloadError.self, sourceLocation: sourceLocation) { _ = try SQLiteDownloadStore(path: path) }
         #expect(snapshot(directory) == before, sourceLocation: sourceLocation)
+        return error
     }
 
     /// A directory with a state file path and a "downloaded" file beside it.
@@ -135,6 +137,18 @@ import TesseraTesting
         for index in 100..<damaged.count { damaged[index] = UInt8.random(in: 0...255, using: &generator) }
         _ = FileManager.default.createFile(atPath: path, contents: Data(damaged))
         expectRefused(path, mentioning: ["untouched"])
+    }
+
+    @Test func garbageBehindTheSQLiteMagicIsCalledDamagedNotAnotherApplications() throws {
+        let (directory, path) = directoryWithNeighbour()
+        defer { directory.cleanUp() }
+        var bytes = Array("SQLite format 3\0".utf8)
+        var generator = SeededGenerator(seed: 11)
+        for _ in 0..<4080 { bytes.append(UInt8.random(in: 0...255, using: &generator)) }
+        bytes[21] = 1  // whatever the rest says, not a real header
+        _ = FileManager.default.createFile(atPath: path, contents: Data(bytes))
+        let error = expectRefused(path, mentioning: ["damaged", "untouched"])
+        #expect(error?.message.contains("another application") == false, "\(String(describing: error))")
     }
 
     @Test func anotherApplicationsDatabaseIsRefusedAndLeftUntouched() throws {
