@@ -105,3 +105,41 @@ public struct ExecutableRun: Sendable {
         return ExecutableRun(status: timedOut ? nil : process.terminationStatus, output: output)
     }
 }
+
+/// A TCP socket bound to 127.0.0.1 on a port the system chose, for tests that need a raw
+/// listener (an answer `LoopbackOrigin` will not send, a port nobody serves, a parser that must
+/// never connect).
+public struct LoopbackSocket: Sendable {
+    /// The descriptor; close it with ``close()``.
+    public let descriptor: Int32
+    /// The port it is bound to.
+    public let port: Int
+
+    /// Binds a new socket, listening (with a backlog of 16) when `listening`.
+    public init(listening: Bool = true) throws {
+        let descriptor = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard descriptor >= 0 else { throw POSIXError(.EMFILE) }
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        address.sin_port = 0
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let bound = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(descriptor, $0, length) == 0 && getsockname(descriptor, $0, &length) == 0
+            }
+        }
+        guard bound, !listening || listen(descriptor, 16) == 0 else {
+            Glibc.close(descriptor)
+            throw POSIXError(.EADDRNOTAVAIL)
+        }
+        self.descriptor = descriptor
+        port = Int(UInt16(bigEndian: address.sin_port))
+    }
+
+    /// Closes the socket (a thread blocked in `accept` on it returns).
+    public func close() {
+        shutdown(descriptor, Int32(SHUT_RDWR))
+        Glibc.close(descriptor)
+    }
+}

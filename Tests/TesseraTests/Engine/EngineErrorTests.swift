@@ -254,42 +254,24 @@ import TesseraTesting
 /// A server on 127.0.0.1 that answers every connection with fixed bytes (not HTTP), for answers
 /// `LoopbackOrigin` will not send.
 final class RawAnswerServer: @unchecked Sendable {
-    let port: Int
-    private let socket: Int32
-    private let thread: Thread
+    private let socket: LoopbackSocket
+    var port: Int { socket.port }
 
     init(answer: String) throws {
-        let descriptor = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(descriptor, $0, length) }
-        }
-        guard descriptor >= 0, bound == 0, listen(descriptor, 16) == 0 else { throw POSIXError(.EADDRNOTAVAIL) }
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(descriptor, $0, &length) }
-        }
-        socket = descriptor
-        port = Int(UInt16(bigEndian: address.sin_port))
+        let socket = try LoopbackSocket()
+        self.socket = socket
         let bytes = Array(answer.utf8)
-        thread = Thread {
+        Thread {
             while true {
-                let client = accept(descriptor, nil, nil)
+                let client = accept(socket.descriptor, nil, nil)
                 guard client >= 0 else { return }
                 var buffer = [UInt8](repeating: 0, count: 4096)
                 _ = read(client, &buffer, buffer.count)
                 _ = bytes.withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
                 close(client)
             }
-        }
-        thread.start()
+        }.start()
     }
 
-    func stop() {
-        shutdown(socket, Int32(SHUT_RDWR))
-        close(socket)
-    }
+    func stop() { socket.close() }
 }

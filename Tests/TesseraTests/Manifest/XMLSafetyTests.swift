@@ -106,23 +106,9 @@ import Glibc
         #if canImport(Glibc)
         // A listening socket on loopback: any attempt to fetch the DTD or the entity would
         // leave a connection in its queue.
-        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-        try #require(listener >= 0)
-        defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        address.sin_port = 0
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) }
-        }
-        try #require(bound == 0)
-        try #require(listen(listener, 16) == 0)
-        _ = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &length) }
-        }
-        let port = Int(UInt16(bigEndian: address.sin_port))
+        let loopback = try LoopbackSocket()
+        let listener = loopback.descriptor, port = loopback.port
+        defer { loopback.close() }
         _ = fcntl(listener, F_SETFL, fcntl(listener, F_GETFL) | O_NONBLOCK)
 
         let url = "http://127.0.0.1:\(port)/evil"
