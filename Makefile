@@ -9,7 +9,7 @@ APT_INSTALL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-in
 # Headers and pkg-config files the build needs: libcurl (OpenSSL flavour), libxml2, SQLite.
 BUILD_PACKAGES := libcurl4-openssl-dev libxml2-dev libsqlite3-dev libssl-dev pkg-config
 # A TLS and HTTP/2 peer for the engine tests.
-TEST_PACKAGES  := nginx-light openssl
+TEST_PACKAGES  := nginx-light openssl tmux
 # What the benchmark compares against.
 BENCH_PACKAGES := nginx-light aria2 curl python3
 

@@ -21,11 +21,20 @@ struct InputOptions: ParsableArguments {
         var all = inputs
         if let inputFile {
             let text: String
-            do {
-                text = inputFile == "-" ? String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
-                    : try String(contentsOfFile: inputFile, encoding: .utf8)
-            } catch {
-                throw ValidationError("cannot read the input file \(inputFile): \(error.localizedDescription)")
+            if inputFile == "-" {
+                text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+            } else {
+                // The system's own words (No such file or directory, Permission denied, Is a directory).
+                var info = stat()
+                let problem: Int32? =
+                    if stat(inputFile, &info) != 0 { errno }
+                    else if info.st_mode & S_IFMT == S_IFDIR { EISDIR }
+                    else if access(inputFile, R_OK) != 0 { errno }
+                    else { nil }
+                guard problem == nil, let data = FileManager.default.contents(atPath: inputFile) else {
+                    throw ValidationError("cannot read the input file \(inputFile): \(String(cString: strerror(problem ?? EIO)))")
+                }
+                text = String(decoding: data, as: UTF8.self)
             }
             for line in text.split(whereSeparator: \.isNewline) {
                 let trimmed = line.trimmingCharacters(in: .whitespaces)

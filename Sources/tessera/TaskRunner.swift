@@ -48,6 +48,9 @@ struct TaskRunner {
                 wake.yield()
             }
         }
+        // A resized terminal gets its board redrawn at once, at the new width.
+        let resized = ResizeSignal(enabled: display.mode == .live, wake: wake)
+        defer { resized.cancel() }
         tracker.seed(await snapshot(ids))
         var tracked = ids
         let mailbox = CommandMailbox(stateDirectory: session.stateDirectory)
@@ -60,7 +63,7 @@ struct TaskRunner {
                 interrupted = true
                 break
             }
-            if ContinuousClock.now - lastPoll >= .milliseconds(250) {
+            if ContinuousClock.now - lastPoll >= .milliseconds(250) || resized.take() {
                 lastPoll = .now
                 for command in mailbox.take() {
                     let added = await apply(command, tracked: tracked)
@@ -92,7 +95,13 @@ struct TaskRunner {
         let infos = await snapshot(tracked)
         for info in infos { clock.observe(info) }
         let failed = infos.contains { $0.state == .failed || $0.state == .invalid }
-        let code: Int32 = interrupted ? 130 : (failed || inputErrors > 0 || infos.count < tracked.count ? 1 : 0)
+        // Paused (from another shell) or still waiting: not done, not failed (aria2c's 7).
+        let unfinished = infos.contains { $0.state != .completed }
+        let code: Int32 =
+            if interrupted { 130 }
+            else if failed || inputErrors > 0 || infos.count < tracked.count { 1 }
+            else if unfinished { 7 }
+            else { 0 }
         let times = clock.times(for: infos.map(\.id))
         return Outcome(exitCode: code, tasks: infos, interrupted: interrupted, times: times)
     }
@@ -241,7 +250,11 @@ struct TaskRunner {
             }
         }
         let completed = outcome.tasks.filter { $0.state == .completed }.count
-        lines.append("\(completed) of \(outcome.tasks.count) completed" + (outcome.interrupted ? " (interrupted)" : ""))
+        if outcome.tasks.isEmpty {
+            lines.append("Nothing was downloaded" + (outcome.interrupted ? " (interrupted)." : "."))
+        } else {
+            lines.append("\(completed) of \(outcome.tasks.count) completed" + (outcome.interrupted ? " (interrupted)" : ""))
+        }
         display.summary(
             ["type": "summary", "exitCode": Int(outcome.exitCode), "interrupted": outcome.interrupted, "tasks": tasks],
             text: lines.joined(separator: "\n"))
@@ -357,4 +370,34 @@ enum FileSize {
         guard stat(path, &info) == 0 else { return nil }
         return Int64(info.st_size)
     }
+}
+
+/// SIGWINCH, for the live board: `take()` says whether the terminal was resized since the last
+/// call, and each resize wakes the run loop. (The dispatch source is only cancelled.)
+final class ResizeSignal: @unchecked Sendable {
+    private final class Flag: Sendable {
+        let value = Atomic<Bool>(false)
+    }
+
+    private let flag = Flag()
+    private let source: (any DispatchSourceSignal)?
+
+    init(enabled: Bool, wake: AsyncStream<Void>.Continuation) {
+        guard enabled else {
+            source = nil
+            return
+        }
+        let flag = self.flag
+        let source = DispatchSource.makeSignalSource(signal: SIGWINCH, queue: .global())
+        source.setEventHandler {
+            flag.value.store(true, ordering: .relaxed)
+            wake.yield()
+        }
+        source.resume()
+        self.source = source
+    }
+
+    func take() -> Bool { flag.value.exchange(false, ordering: .relaxed) }
+
+    func cancel() { source?.cancel() }
 }

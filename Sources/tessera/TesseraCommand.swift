@@ -16,7 +16,8 @@ struct TesseraCommand: AsyncParsableCommand {
 }
 
 /// Runs the command with the exit codes people expect: 0 all completed, 1 some task failed
-/// (or an input could not be used), 2 a usage error, 130 interrupted.
+/// (or an input could not be used), 2 a usage error, 7 the run ended with tasks paused or
+/// waiting (aria2c's "unfinished downloads"), 130 interrupted.
 @main
 enum Main {
     static func main() async {

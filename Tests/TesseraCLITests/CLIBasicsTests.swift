@@ -123,6 +123,33 @@ import TesseraTesting
         }
     }
 
+    @Test func completedMeansTheFileIsThere() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let path = "/bytes/50000/report.bin"
+            let url = origin.url(path).absoluteString
+            let first = try await cli.run(["get", "-o", cli.directory + "/A", url])
+            #expect(first.status == 0, "\(first.errors)")
+            #expect(fileSize(cli.directory + "/A/report.bin") == 50_000)
+            // The same task, another download root: fetched there, not "completed" elsewhere.
+            let second = try await cli.run(["get", "-o", cli.directory + "/B", url])
+            #expect(second.status == 0, "\(second.errors)")
+            #expect(await origin.content(at: path).verifyFile(atPath: cli.directory + "/B/report.bin", size: 50_000))
+            #expect(origin.requestCount(for: path) == 2)
+            // Deleted by hand: fetched again.
+            try FileManager.default.removeItem(atPath: cli.directory + "/A/report.bin")
+            let third = try await cli.run(["get", "-o", cli.directory + "/A", url])
+            #expect(third.status == 0, "\(third.errors)")
+            #expect(await origin.content(at: path).verifyFile(atPath: cli.directory + "/A/report.bin", size: 50_000))
+            #expect(origin.requestCount(for: path) == 3)
+            // There and whole: nothing is fetched.
+            let fourth = try await cli.run(["get", "-o", cli.directory + "/A", url])
+            #expect(fourth.status == 0)
+            #expect(origin.requestCount(for: path) == 3)
+        }
+    }
+
     @Test func aStateDirectoryThatCannotBeMadeSaysWhy() async throws {
         let cli = CLI()
         defer { cli.cleanUp() }
@@ -229,6 +256,9 @@ import TesseraTesting
             #expect(pause.output.contains("sent to the running tessera"))
             #expect(await process.exited(within: .seconds(20)), "the running tessera ends once its only unfinished task is paused")
             if process.isRunning { process.terminate() }
+            process.waitUntilExit()
+            // It ended with a task paused: not a success (aria2c's "unfinished downloads").
+            #expect(process.terminationStatus == 7)
             let output = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
             #expect(output.contains("paused direct:\(origin.url(slow).absoluteString)"), "\(output)")
             #expect(fileSize(cli.downloads + "/quick.bin") == 200_000)

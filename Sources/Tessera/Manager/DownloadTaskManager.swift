@@ -104,7 +104,7 @@ public actor DownloadTaskManager {
     public func perform(_ operation: DownloadOperation) async throws(DownloadError) -> DownloadOperationResult {
         switch operation.command {
         case .add(let entity): return .task(try add(entity))
-        case .start(let entity): return .task(try start(entity))
+        case .start(let entity): return .task(try await start(entity))
         case .startCache(let entity): return .task(try startCache(entity))
         case .resume(let id): return .task(try resume(id))
         case .stop(let id): return .task(stop(id))
@@ -124,10 +124,14 @@ public actor DownloadTaskManager {
         try add(entity, mode: .download, start: false)
     }
 
-    /// Adds the entity's task (or finds the known one) and queues it.
+    /// Adds the entity's task (or finds the known one) and queues it. A known task that
+    /// completed is only reported as such while its outputs are where they belong (under this
+    /// manager's download root) with their sizes: when one is missing (deleted, or the root
+    /// moved), the task runs again (from the cache where it can).
     @discardableResult
-    public func start(_ entity: DownloadBaseEntity) throws(DownloadError) -> DownloadTaskInfo {
-        try add(entity, mode: .download, start: true)
+    public func start(_ entity: DownloadBaseEntity) async throws(DownloadError) -> DownloadTaskInfo {
+        let redo = await outputsAreMissing(entity.taskID)
+        return try add(entity, mode: .download, start: true, redo: redo)
     }
 
     /// Adds the entity's task in cache-only mode: its segments are fetched into the segment
@@ -135,6 +139,23 @@ public actor DownloadTaskManager {
     @discardableResult
     public func startCache(_ entity: DownloadBaseEntity) throws(DownloadError) -> DownloadTaskInfo {
         try add(entity, mode: .cacheOnly, start: true)
+    }
+
+    /// Whether the known task `id` completed in download mode and one of its outputs is not on
+    /// disk with its size (checked off the actor).
+    private func outputsAreMissing(_ id: DownloadTaskID) async -> Bool {
+        guard let task = tasks[id], task.mode == .download, state(of: task) == .completed else { return false }
+        let outputs = task.outputInfos(complete: true)
+        let missing = await executor.run { () -> String? in
+            for output in outputs {
+                guard let size = FileOperations.size(output.path) else { return output.path }
+                if let expected = output.expectedSize, expected != size { return output.path }
+            }
+            return nil
+        }
+        guard let missing, let task = tasks[id], state(of: task) == .completed else { return false }
+        configuration.logger.info("a completed task's output is missing: it runs again", metadata: ["task": "\(id)", "path": "\(missing)"])
+        return true
     }
 
     /// Queues a known task again, ahead of the others.
@@ -292,7 +313,7 @@ public actor DownloadTaskManager {
 
     // MARK: - Adding
 
-    private func add(_ entity: DownloadBaseEntity, mode: DownloadTaskMode, start: Bool) throws(DownloadError)
+    private func add(_ entity: DownloadBaseEntity, mode: DownloadTaskMode, start: Bool, redo: Bool = false) throws(DownloadError)
         -> DownloadTaskInfo
     {
         guard !isShutDown else { throw DownloadError(.invalidState, "the manager has been shut down") }
@@ -311,7 +332,7 @@ public actor DownloadTaskManager {
             let modeChanged = task.mode != mode
             if modeChanged, !state(of: task).isRunning, state(of: task) != .waiting { task.mode = mode }
             task.lastError = nil
-            apply(scheduler.handle(.start(id, modeChanged: modeChanged)))
+            apply(scheduler.handle(.start(id, redo: modeChanged || redo)))
             return info(task)
         }
         let record: EntityRecord

@@ -62,8 +62,9 @@ struct Scheduler: Sendable {
         /// the manager sends ``schedule``).
         case restored(DownloadTaskID, sequence: Int, weight: Int, state: DownloadTaskState)
         /// `start` of a known task: queued again, ahead of the others, unless it is running or
-        /// waiting, or completed in the same mode (`modeChanged` false).
-        case start(DownloadTaskID, modeChanged: Bool)
+        /// waiting, or completed (and `redo` false: a completed task runs again when its mode
+        /// changed or an output is gone).
+        case start(DownloadTaskID, redo: Bool)
         /// `resume`: a paused, failed, invalid, idle or interrupted task is queued ahead.
         case resume(DownloadTaskID)
         /// `startAll`, for one task: queued (not ahead) unless a command touched it since `epoch`.
@@ -219,11 +220,11 @@ struct Scheduler: Sendable {
                 queue.push(QueueEntry(weight: weight, sequence: sequence, id: id, version: entries[id]!.queueVersion))
             }
 
-        case .start(let id, let modeChanged):
+        case .start(let id, let redo):
             guard let entry = entries[id] else { return [] }
             entries[id]!.touchedAt = epoch
             if entry.isRunning || entry.state == .waiting { return [] }
-            if entry.state == .completed, !modeChanged { return [] }
+            if entry.state == .completed, !redo { return [] }
             enqueue(id, jumpAhead: true, into: &actions)
             launchWaiting(into: &actions)
 

@@ -11,10 +11,12 @@ final class Display: Sendable {
 
     let mode: Mode
     private let state = Mutex(State())
-    private let width: Int
 
     private struct State {
-        var drawnLines = 0
+        /// The columns each line of the board on screen took, top to bottom.
+        var drawn: [Int] = []
+        /// The terminal's width when it was drawn.
+        var drawnWidth = 0
         var finished: Set<DownloadTaskID> = []
         var finishedGroups: Set<String> = []
     }
@@ -27,8 +29,6 @@ final class Display: Sendable {
         } else {
             mode = isatty(STDOUT_FILENO) != 0 && ProcessInfo.processInfo.environment["TERM"] != "dumb" ? .live : .lines
         }
-        var size = winsize()
-        width = ioctl(STDOUT_FILENO, UInt(TIOCGWINSZ), &size) == 0 && size.ws_col > 20 ? Int(size.ws_col) : 100
     }
 
     // MARK: Events
@@ -46,7 +46,7 @@ final class Display: Sendable {
                 let first = state.withLock { $0.finishedGroups.insert(group.key).inserted }
                 if first {
                     let mark = group.state == .completed ? "✓" : "✗"
-                    permanent("\(mark) group \(group.title) — \(group.children.count) tasks, \(ByteCount.format(group.rollUp.bytesDone))")
+                    permanent("\(mark) group \(group.title) — \(Self.count(group.children.count, "task")), \(ByteCount.format(group.rollUp.bytesDone))")
                 }
             } else if case .notice(let notice) = event {
                 permanent("! \(notice.message)")
@@ -66,41 +66,64 @@ final class Display: Sendable {
         standardError("tessera: \(input): \(error.message)")
     }
 
-    /// The live board: one line per running task and per group with running children.
+    /// The live board: one line per running task and per group with running children, and a
+    /// footer for the whole run. The terminal's width is read at every redraw.
     func redraw(tasks: [DownloadTaskInfo], groups: [DownloadGroupInfo]) {
         guard mode == .live else { return }
-        var lines: [String] = []
+        var rows: [BoardRow] = []
         for group in groups where group.state == .downloading || group.state == .waiting {
-            lines.append(Self.progressLine(
-                title: "▸ group \(group.title) (\(group.children.count) tasks)", done: group.rollUp.bytesDone,
+            rows.append(Self.progressRow(
+                title: "▸ group \(group.title) (\(Self.count(group.children.count, "task")))", done: group.rollUp.bytesDone,
                 total: group.rollUp.bytesTotal, speed: group.rollUp.bytesPerSecond, eta: group.rollUp.eta, state: group.state.rawValue))
         }
         let running = tasks.filter { $0.state.isRunning || $0.state.isInterrupted }
         for task in running.prefix(20) {
-            lines.append(Self.progressLine(
+            rows.append(Self.progressRow(
                 title: task.title, done: task.bytesDone, total: task.bytesTotal, speed: task.bytesPerSecond,
                 eta: task.eta, state: task.state.description, segments: (task.segmentsDone, task.segmentsTotal),
                 estimated: task.bytesTotalIsEstimate))
         }
-        // The footer: the whole run at a glance.
-        let waiting = tasks.filter { $0.state == .waiting }.count
-        let finished = tasks.filter(\.state.isFinal).count
-        var footer = "  ⇣ \(ByteCount.speed(running.reduce(0) { $0 + $1.bytesPerSecond }))  \(running.count) running"
-        if running.count > 20 { footer += " (\(running.count - 20) not shown)" }
-        if waiting > 0 { footer += ", \(waiting) waiting" }
-        footer += ", \(finished) of \(tasks.count) done"
-        lines.append(footer)
+        let width = TerminalText.terminalWidth()
+        var lines = rows.map { Terminal.clean($0.render(width: width)) }
+        lines.append(TerminalText.shortened(Terminal.clean(Self.footer(tasks, running: running)), to: max(1, width - 1), keepingEnd: false))
         state.withLock { state in
-            var text = state.drawnLines > 0 ? "\u{1B}[\(state.drawnLines)A" : ""
-            for line in lines { text += "\u{1B}[2K" + Self.fit(Terminal.clean(line), width - 1) + "\n" }
-            // Clear what the previous board had below.
-            if state.drawnLines > lines.count {
-                for _ in lines.count..<state.drawnLines { text += "\u{1B}[2K\n" }
-                text += "\u{1B}[\(state.drawnLines - lines.count)A"
-            }
-            state.drawnLines = lines.count
+            var text = Self.clearBoard(&state, width: width)
+            for line in lines { text += line + "\n" }
+            state.drawn = lines.map(TerminalText.width)
+            state.drawnWidth = width
             Terminal.writeRaw(text)
         }
+    }
+
+    /// The footer: the whole run at a glance (the counts, speed, bytes, ETA: what a narrow
+    /// terminal cuts comes last).
+    static func footer(_ tasks: [DownloadTaskInfo], running: [DownloadTaskInfo]) -> String {
+        let waiting = tasks.filter { $0.state == .waiting }.count
+        let finished = tasks.filter(\.state.isFinal).count
+        let speed = running.reduce(0) { $0 + $1.bytesPerSecond }
+        let done = tasks.map(\.bytesDone).saturatingSum()
+        let totals = tasks.map(\.bytesTotal)
+        var footer = "  \(finished) of \(tasks.count) done, \(running.count) running"
+        if running.count > 20 { footer += " (\(running.count - 20) not shown)" }
+        if waiting > 0 { footer += ", \(waiting) waiting" }
+        footer += "  ⇣ \(ByteCount.speed(speed))  \(ByteCount.format(done))"
+        if !totals.contains(nil) {
+            let total = totals.map { $0 ?? 0 }.saturatingSum()
+            footer += " / \(ByteCount.format(total))"
+            if speed > 0, total > done {
+                footer += "  ETA \(ByteCount.duration(.seconds(Double(total - done) / speed)))"
+            }
+        }
+        return footer
+    }
+
+    /// Moves the cursor to where the board starts and clears it (the rows its lines take now:
+    /// a terminal that reflows wraps them when it narrows); the board is then forgotten.
+    private static func clearBoard(_ state: inout State, width: Int) -> String {
+        guard !state.drawn.isEmpty else { return "" }
+        let rows = width == state.drawnWidth ? state.drawn.count : TerminalText.rows(state.drawn, columns: width)
+        state.drawn = []
+        return "\r\u{1B}[\(rows)A\u{1B}[J"
     }
 
     func summary(_ object: [String: Any], text: String) {
@@ -116,13 +139,7 @@ final class Display: Sendable {
     /// A line above the live board (or just a line).
     func permanent(_ line: String) {
         state.withLock { state in
-            var text = ""
-            if mode == .live, state.drawnLines > 0 {
-                text += "\u{1B}[\(state.drawnLines)A"
-                for _ in 0..<state.drawnLines { text += "\u{1B}[2K\n" }
-                text += "\u{1B}[\(state.drawnLines)A"
-                state.drawnLines = 0
-            }
+            var text = mode == .live ? Self.clearBoard(&state, width: TerminalText.terminalWidth()) : ""
             text += Terminal.cleanLines(line) + "\n"
             Terminal.writeRaw(text)
         }
@@ -143,10 +160,10 @@ final class Display: Sendable {
 
     // MARK: Lines
 
-    static func progressLine(
+    static func progressRow(
         title: String, done: Int64, total: Int64?, speed: Double, eta: Duration?, state: String, segments: (Int, Int)? = nil,
         estimated: Bool = false
-    ) -> String {
+    ) -> BoardRow {
         let percent: String
         if let total, !estimated || segments == nil {
             percent = total > 0 ? String(format: "%5.1f%%", min(100, Double(done) / Double(total) * 100)) : "100.0%"
@@ -159,18 +176,15 @@ final class Display: Sendable {
         // An estimated total (segment sizes still unknown) is marked as such.
         var amount = ByteCount.format(done) + (total.map { " / " + (estimated ? "~" : "") + ByteCount.format($0) } ?? "")
         if total == nil || estimated, let (finished, count) = segments, count > 1 { amount += " (\(finished)/\(count) seg)" }
-        let rate = speed > 0 ? ByteCount.speed(speed) : "-"
-        let left = eta.map { "ETA " + ByteCount.duration($0) } ?? ""
-        let status = state == "downloading" ? "" : " [\(state)]"
-        return "  \(percent)  \(amount.padding(toLength: max(24, amount.count), withPad: " ", startingAt: 0))  \(rate.padding(toLength: 12, withPad: " ", startingAt: 0))  \(left.padding(toLength: 11, withPad: " ", startingAt: 0))  \(title)\(status)"
+        return BoardRow(
+            percent: percent, amount: amount, rate: speed > 0 ? ByteCount.speed(speed) : "-",
+            eta: eta.map { "ETA " + ByteCount.duration($0) } ?? "", title: title,
+            status: state == "downloading" ? "" : " [\(state)]")
     }
 
-    /// `line` in at most `width` characters: a long line loses the middle of its last field
-    /// (the title, usually a URL whose start and end say the most), not its end.
-    static func fit(_ line: String, _ width: Int) -> String {
-        guard line.count > width, width > 20 else { return String(line.prefix(max(0, width))) }
-        let keepEnd = min(24, width / 3)
-        return String(line.prefix(width - keepEnd - 1)) + "…" + String(line.suffix(keepEnd))
+    /// `count` and `noun`, in the plural when it is not 1.
+    static func count(_ count: Int, _ noun: String) -> String {
+        "\(count) \(noun)\(count == 1 ? "" : "s")"
     }
 
     static func finishedLine(_ info: DownloadTaskInfo) -> String {
@@ -196,7 +210,7 @@ final class Display: Sendable {
         case .notice(let notice):
             return "notice: \(notice.message)"
         case .groupUpdated(let group) where group.state == .completed || group.state == .failed:
-            return "group \(group.key) \(group.state) (\(group.children.count) tasks, \(ByteCount.format(group.rollUp.bytesDone)))"
+            return "group \(group.key) \(group.state) (\(Self.count(group.children.count, "task")), \(ByteCount.format(group.rollUp.bytesDone)))"
         default:
             return nil
         }

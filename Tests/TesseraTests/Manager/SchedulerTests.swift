@@ -107,10 +107,10 @@ import Testing
         _ = scheduler.handle(.resolved(a, generation: generation(scheduler, a), demand: [:]))
         _ = scheduler.handle(.ended(a, generation: generation(scheduler, a), .completed))
         _ = scheduler.beginCommand()
-        #expect(scheduler.handle(.start(a, modeChanged: false)).isEmpty)
+        #expect(scheduler.handle(.start(a, redo: false)).isEmpty)
         #expect(scheduler.state(of: a) == .completed)
         _ = scheduler.beginCommand()
-        #expect(launched(scheduler.handle(.start(a, modeChanged: true))) == [a])
+        #expect(launched(scheduler.handle(.start(a, redo: true))) == [a])
     }
 
     // MARK: Segment slots
@@ -263,7 +263,7 @@ import Testing
             switch random.next() % 9 {
             case 0: event = .stop(id)
             case 1: event = .resume(id)
-            case 2: event = .start(id, modeChanged: random.next() % 2 == 0)
+            case 2: event = .start(id, redo: random.next() % 2 == 0)
             case 3: event = .resolved(id, generation: gen, demand: ["h": Int(random.next() % 4)])
             case 4: event = .returned(id, generation: gen, host: "h", count: 1)
             case 5:

@@ -1,0 +1,111 @@
+import Foundation
+import Testing
+import TesseraTesting
+
+/// The live board in a real terminal: `tessera get` inside tmux, read back with
+/// `capture-pane -J` (wrapped lines joined), at 120 and 60 columns and across a resize.
+@Suite(.timeLimit(.minutes(3))) struct CLILiveBoardTests {
+    /// A tmux server of its own (its own socket), killed at the end.
+    struct Tmux {
+        let socket = "tessera-test-\(UUID().uuidString.prefix(8))"
+
+        @discardableResult
+        func run(_ arguments: [String]) throws -> String {
+            // Output to a file, not a pipe: the tmux server the first command forks keeps the
+            // client's descriptors, so a pipe would not reach its end while the server runs.
+            let output = NSTemporaryDirectory() + "/tmux-\(UUID().uuidString)"
+            _ = FileManager.default.createFile(atPath: output, contents: nil)
+            defer { try? FileManager.default.removeItem(atPath: output) }
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["tmux", "-L", socket] + arguments
+            process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            process.waitUntilExit()
+            return (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+        }
+
+        /// Starts the server with its session, without waiting: the server it forks keeps the
+        /// descriptors Foundation watches to see the client exit.
+        func startSession(_ arguments: [String]) throws {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+            process.arguments = ["tmux", "-L", socket, "new-session", "-d"] + arguments
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+        }
+
+        /// The pane's lines, wrapped ones joined, trailing blank lines dropped.
+        func capture() throws -> [String] {
+            var lines = try run(["capture-pane", "-p", "-J", "-t", "board"]).components(separatedBy: "\n")
+            while let last = lines.last, last.trimmingCharacters(in: .whitespaces).isEmpty { lines.removeLast() }
+            return lines
+        }
+
+        func kill() { _ = try? run(["kill-server"]) }
+    }
+
+    static var hasTmux: Bool {
+        FileManager.default.isExecutableFile(atPath: "/usr/bin/tmux") || FileManager.default.isExecutableFile(atPath: "/usr/local/bin/tmux")
+    }
+
+    /// Columns a line takes (the test's own count: two for the wide characters the board may show).
+    static func columns(_ line: String) -> Int {
+        line.unicodeScalars.reduce(0) { total, scalar in
+            total + ((0x1100...0x115F).contains(scalar.value) || (0x2E80...0xA4CF).contains(scalar.value)
+                || (0xAC00...0xD7A3).contains(scalar.value) || (0xFF00...0xFF60).contains(scalar.value) ? 2 : 1)
+        }
+    }
+
+    @Test(.enabled(if: hasTmux)) func theBoardFitsTheTerminalAndFollowsAResize() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        let tmux = Tmux()
+        defer { tmux.kill() }
+        try await withLoopbackOrigin { origin in
+            // Two files that take a while, one with a long name that cannot fit 60 columns.
+            let long = "/bytes/4000000/a-rather-long-file-name-that-says-a-lot-about-what-it-holds-2026.iso"
+            let short = "/bytes/4000000/short.bin"
+            origin.inject(.throttle(bytesPerSecond: 250_000), at: long)
+            origin.inject(.throttle(bytesPerSecond: 250_000), at: short)
+            let command = ([CLI.executable.path] + cli.standard(["get", origin.url(long).absoluteString, origin.url(short).absoluteString]))
+                .map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
+            try tmux.startSession(["-s", "board", "-x", "120", "-y", "30", "env TERM=xterm-256color \(command); sleep 60"])
+
+            // At 120 columns: one row per file, the footer, nothing wider than the terminal.
+            var lines: [String] = []
+            let drawn = await eventually(within: .seconds(30)) {
+                lines = (try? tmux.capture()) ?? []
+                return lines.contains { $0.contains("ETA") && $0.contains("short.bin") } && lines.contains { $0.contains("done") }
+            }
+            #expect(drawn, "\(lines)")
+            #expect(lines.allSatisfy { Self.columns($0) < 120 }, "\(lines)")
+            #expect(lines.filter { $0.contains("short.bin") }.count == 1, "\(lines)")
+            #expect(lines.contains { $0.contains("a-rather-long-file-name") && $0.contains("2026.iso") }, "the whole name fits: \(lines)")
+
+            // At 60 columns: the board is redrawn at the new width, once (no pile of old boards),
+            // the long name shortened in its middle, and every line still one row.
+            try tmux.run(["resize-window", "-t", "board", "-x", "60", "-y", "30"])
+            let narrowed = await eventually(within: .seconds(10)) {
+                lines = (try? tmux.capture()) ?? []
+                let rows = lines.filter { $0.contains("short.bin") || $0.contains("…") || $0.contains("done") }
+                return !rows.isEmpty && rows.allSatisfy { Self.columns($0) < 60 }
+            }
+            #expect(narrowed, "\(lines)")
+            // Over the next redraws (four a second): still one row per file and one footer,
+            // nothing wider than the terminal.
+            let steady = await consistently(for: .seconds(1.5), every: .milliseconds(100)) {
+                lines = (try? tmux.capture()) ?? []
+                return lines.filter { $0.contains("short.bin") }.count == 1
+                    && lines.filter { $0.contains("done") && $0.contains("running") }.count == 1
+                    && lines.allSatisfy { Self.columns($0) < 60 }
+            }
+            #expect(steady, "\(lines)")
+            let longRow = lines.first { $0.contains("a-rather") || $0.contains("2026.iso") }
+            #expect(longRow.map { $0.contains("…") } == true, "the long name is shortened in the middle: \(lines)")
+            #expect(lines.contains { $0.contains("%") }, "the percent stays: \(lines)")
+        }
+    }
+}
