@@ -98,6 +98,7 @@ let package = Package(
                 "Tessera",
                 "TesseraTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
             ] + plugins.map { .target(name: $0.name) }
         ),
         .executableTarget(

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import Tessera
 
 /// What to download: inputs on the command line and in a file.
@@ -7,10 +8,10 @@ struct InputOptions: ParsableArguments {
     @Argument(help: "URLs (plain files, .mpd, .m3u8, .meta4/.metalink) or PLUGIN:KEY (playurl:1001).")
     var inputs: [String] = []
 
-    @Option(name: .customShort("i"), help: ArgumentHelp("Read inputs from a file, one per line ('#' starts a comment).", valueName: "file"))
+    @Option(name: [.customShort("i"), .customLong("input-file")], help: ArgumentHelp("Read inputs from a file, one per line ('#' starts a comment; - for standard input).", valueName: "file"))
     var inputFile: String?
 
-    @Option(help: ArgumentHelp("Which variants to take: best, worst, all, or ids joined by '+'.", valueName: "selector"))
+    @Option(name: [.customShort("f"), .customLong("format")], help: ArgumentHelp("Which variants to take: best, worst, all, or ids joined by '+'.", valueName: "selector"))
     var format: String?
 
     @Option(name: .customLong("plugin-arg"), help: ArgumentHelp("An argument for a plugin, e.g. playurl:api=https://…/{cid}.", valueName: "plugin:key=value"))
@@ -117,6 +118,17 @@ struct NetworkOptions: ParsableArguments {
     }
 }
 
+/// Where the store is, for the commands that download nothing (`list`, `pause`, `remove`).
+struct StoreOptions: ParsableArguments {
+    @Option(name: .customLong("state-dir"), help: ArgumentHelp("Where the task store and the segment cache live (default: $XDG_DATA_HOME/tessera).", valueName: "dir"))
+    var stateDirectory: String?
+
+    /// The same place as the downloading commands' options.
+    func state() throws -> StateOptions {
+        try StateOptions.parse(stateDirectory.map { ["--state-dir", $0] } ?? [])
+    }
+}
+
 /// Where things go.
 struct StateOptions: ParsableArguments {
     @Option(name: .customLong("state-dir"), help: ArgumentHelp("Where the task store and the segment cache live (default: $XDG_DATA_HOME/tessera).", valueName: "dir"))
@@ -137,8 +149,14 @@ struct DisplayOptions: ParsableArguments {
     @Flag(help: "One JSON object per line per event; the last line is a summary.")
     var json = false
 
-    @Flag(name: [.short, .long], help: "Only errors and the final result.")
+    @Flag(name: [.short, .long], help: "Errors only, on standard error (the exit status tells the rest).")
     var quiet = false
+
+    @Flag(name: .shortAndLong, help: "More on standard error: -v what the manager decides, -vv every transfer.")
+    var verbose: Int
+
+    /// The library's log level for these options.
+    var logLevel: Logger.Level { verbose >= 2 ? .debug : verbose == 1 ? .info : .warning }
 }
 
 /// An absolute, standardised path.

@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Logging
 import Tessera
 
 /// The `tessera` command.
@@ -21,6 +22,11 @@ struct TesseraCommand: AsyncParsableCommand {
 @main
 enum Main {
     static func main() async {
+        LoggingSystem.bootstrap(TerminalLogHandler.init)
+        if let suggestion = TesseraCommand.suggestion(for: Array(CommandLine.arguments.dropFirst())) {
+            Terminal.err("tessera: \(suggestion)")
+            Foundation.exit(2)
+        }
         do {
             var command = try TesseraCommand.parseAsRoot()
             if var asynchronous = command as? any AsyncParsableCommand {
@@ -47,5 +53,38 @@ enum Main {
             Terminal.errLines("tessera: \(TesseraCommand.message(for: error))")
             Foundation.exit(1)
         }
+    }
+}
+
+extension TesseraCommand {
+    /// For a first argument that is no command but close to one (`gte`): the line that says
+    /// which one was meant.
+    static func suggestion(for arguments: [String]) -> String? {
+        guard let first = arguments.first, !first.hasPrefix("-"), !first.contains(":"), !first.contains("/") else { return nil }
+        let names = configuration.subcommands.compactMap { $0.configuration.commandName } + ["help"]
+        guard !names.contains(first) else { return nil }
+        let close = names.map { ($0, distance(first.lowercased(), $0)) }.filter { $0.1 <= max(1, $0.0.count / 3) }.min { $0.1 < $1.1 }
+        if let close {
+            return "unknown command \"\(UntrustedText.printable(first, limit: 40))\": did you mean \"\(close.0)\"? (see `tessera --help`)"
+        }
+        return "unknown command \"\(UntrustedText.printable(first, limit: 40))\"; the commands are \(names.filter { $0 != "help" }.joined(separator: ", "))"
+    }
+
+    /// The edit distance (insertions, deletions, substitutions, swaps of neighbours).
+    static func distance(_ a: String, _ b: String) -> Int {
+        let a = Array(a), b = Array(b)
+        guard !a.isEmpty else { return b.count }
+        guard !b.isEmpty else { return a.count }
+        var table = Array(repeating: Array(repeating: 0, count: b.count + 1), count: a.count + 1)
+        for i in 0...a.count { table[i][0] = i }
+        for j in 0...b.count { table[0][j] = j }
+        for i in 1...a.count {
+            for j in 1...b.count {
+                let cost = a[i - 1] == b[j - 1] ? 0 : 1
+                table[i][j] = min(table[i - 1][j] + 1, table[i][j - 1] + 1, table[i - 1][j - 1] + cost)
+                if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] { table[i][j] = min(table[i][j], table[i - 2][j - 2] + 1) }
+            }
+        }
+        return table[a.count][b.count]
     }
 }

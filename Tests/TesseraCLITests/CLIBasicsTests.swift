@@ -69,6 +69,16 @@ import TesseraTesting
         #expect(try await cli.run(["get", "--limit-rate", "fast", "http://127.0.0.1:1/x"]).status == 2)
         #expect(try await cli.run(["get", "-j", "0", "http://127.0.0.1:1/x"]).status == 2)
         #expect(try await cli.run(["frobnicate"]).status == 2)
+        let typo = try await cli.run(["gte", "http://127.0.0.1:1/x"])
+        #expect(typo.status == 2)
+        #expect(typo.errors.contains("did you mean \"get\""), "\(typo.errors)")
+        let missing = try await cli.run(["get", "-i", cli.directory + "/no-such-list"])
+        #expect(missing.status == 2)
+        #expect(missing.errors.contains("No such file or directory"), "\(missing.errors)")
+        #expect(!missing.errors.contains("could not be completed"))
+        // Commands that download nothing take no cache option.
+        #expect(try await cli.run(["list", "--no-cache"]).status == 2)
+        #expect(try await cli.run(["pause", "--no-cache", "x"]).status == 2)
         #expect(try await cli.run(["--help"]).status == 0)
         #expect(try await cli.run(["--version"]).output.contains("0."))
     }
@@ -133,14 +143,15 @@ import TesseraTesting
             #expect(first.status == 0, "\(first.errors)")
             #expect(fileSize(cli.directory + "/A/report.bin") == 50_000)
             // The same task, another download root: fetched there, not "completed" elsewhere.
-            let second = try await cli.run(["get", "-o", cli.directory + "/B", url])
+            let second = try await cli.run(["get", "-d", cli.directory + "/B", url])  // aria2c's spelling
             #expect(second.status == 0, "\(second.errors)")
             #expect(await origin.content(at: path).verifyFile(atPath: cli.directory + "/B/report.bin", size: 50_000))
             #expect(origin.requestCount(for: path) == 2)
             // Deleted by hand: fetched again.
             try FileManager.default.removeItem(atPath: cli.directory + "/A/report.bin")
-            let third = try await cli.run(["get", "-o", cli.directory + "/A", url])
+            let third = try await cli.run(["get", "-v", "-P", cli.directory + "/A", url])  // yt-dlp's spelling
             #expect(third.status == 0, "\(third.errors)")
+            #expect(third.errors.contains("output is missing"), "-v tells why: \(third.errors)")
             #expect(await origin.content(at: path).verifyFile(atPath: cli.directory + "/A/report.bin", size: 50_000))
             #expect(origin.requestCount(for: path) == 3)
             // There and whole: nothing is fetched.

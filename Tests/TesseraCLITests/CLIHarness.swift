@@ -42,7 +42,7 @@ struct CLI {
     func standard(_ arguments: [String]) -> [String] {
         guard let command = arguments.first, ["get", "cache", "resume"].contains(command) else { return arguments }
         var added: [String] = []
-        if !arguments.contains("-o") && !arguments.contains("--output") { added += ["-o", downloads] }
+        if !arguments.contains(where: { ["-o", "--output", "-d", "--dir", "-P", "--paths"].contains($0) }) { added += ["-o", downloads] }
         if !arguments.contains("--state-dir") { added += ["--state-dir", state] }
         if !arguments.contains("--proxy") { added += ["--proxy", ""] }
         return arguments + added

@@ -50,8 +50,13 @@ struct CacheCommand: AsyncParsableCommand {
 
 /// Options of commands that download.
 struct DownloadOptions: ParsableArguments {
-    @Option(name: .shortAndLong, help: ArgumentHelp("The download directory.", valueName: "dir"))
+    @Option(
+        name: [.customShort("d"), .customLong("dir"), .customShort("P"), .customLong("paths"), .customShort("o"), .customLong("output")],
+        help: ArgumentHelp("The download directory (aria2c's -d, yt-dlp's -P; -o too, for now).", valueName: "dir"))
     var output: String = "downloads"
+
+    @Flag(name: [.customShort("c"), .customLong("continue")], help: ArgumentHelp("Accepted as wget, curl and aria2c take it: resuming is always on."))
+    var continues = false
 
     @Option(
         name: .customShort("j"),
@@ -87,6 +92,7 @@ struct DownloadRun {
     var mode: DownloadTaskMode
 
     func execute() async throws {
+        TerminalLogHandler.level.withLock { $0 = output.logLevel }
         let inputs = try input.allInputs()
         let arguments = try input.parsedPluginArguments()
         let format = try input.formatSelector()

@@ -6,12 +6,13 @@ import Tessera
 struct ListCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "list", abstract: "List the tasks and groups in the store.")
 
-    @OptionGroup var state: StateOptions
+    @OptionGroup var store: StoreOptions
 
     @Flag(help: "One JSON document.")
     var json = false
 
     func run() async throws {
+        let state = try store.state()
         let path = state.directory + "/tessera.sqlite"
         guard FileManager.default.fileExists(atPath: path) else {
             if json { Terminal.out(#"{"groups":[],"tasks":[]}"#) } else { Terminal.out("No tasks (no store at \(path)).") }

@@ -55,10 +55,10 @@ struct PauseCommand: AsyncParsableCommand {
     @Argument(help: "Task IDs, entity keys, or a piece of an ID (see `tessera list`).")
     var keys: [String]
 
-    @OptionGroup var state: StateOptions
+    @OptionGroup var store: StoreOptions
 
     func run() async throws {
-        try await TaskCommand.run(action: "pause", keys: keys, state: state)
+        try await TaskCommand.run(action: "pause", keys: keys, state: try store.state())
     }
 }
 
@@ -122,10 +122,10 @@ struct RemoveCommand: AsyncParsableCommand {
     @Flag(name: .customLong("delete-files"), help: "Delete the finished outputs too.")
     var deleteFiles = false
 
-    @OptionGroup var state: StateOptions
+    @OptionGroup var store: StoreOptions
 
     func run() async throws {
-        try await TaskCommand.run(action: "remove", keys: keys, state: state, deleteFiles: deleteFiles)
+        try await TaskCommand.run(action: "remove", keys: keys, state: try store.state(), deleteFiles: deleteFiles)
     }
 }
 
