@@ -13,7 +13,7 @@ TEST_PACKAGES  := nginx-light openssl tmux
 # What the benchmark compares against.
 BENCH_PACKAGES := nginx-light aria2 curl python3
 
-.PHONY: all demo test bench conformance docs build deps bench-deps clean help
+.PHONY: all demo test bench conformance docs build deps bench-deps clean help install
 DOCC ?= $(shell command -v docc || echo "$(dir $(realpath $(shell command -v $(SWIFT))))docc")
 # What the conformance check compares against: aria2c from apt, yt-dlp from PyPI in a venv.
 CONFORMANCE_PACKAGES := aria2 python3 python3-venv
@@ -26,6 +26,7 @@ help:
 	@echo "make bench  the engine against curl and aria2c; tessera get on DASH/HLS/Metalink against yt-dlp and aria2c"
 	@echo "make conformance  DASH segment lists and HLS downloads against yt-dlp, Metalink downloads against aria2c"
 	@echo "make docs   the DocC documentation of Tessera into .build/docs (warnings are errors)"
+	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  the tessera command, its man page and bash/zsh/fish completions"
 
 # apt-get update runs only when something is missing, and only once.
 define ensure_packages
@@ -44,6 +45,20 @@ bench-deps: deps
 
 build: deps
 	$(SWIFT) build
+
+# The release binary, its man page (argument-parser's generate-manual plugin) and completions.
+PREFIX ?= /usr/local
+install: deps
+	$(SWIFT) build -c release --product tessera
+	$(SWIFT) package --allow-writing-to-package-directory generate-manual --configuration release
+	bin="$$($(SWIFT) build -c release --show-bin-path)" && root="$(DESTDIR)$(PREFIX)" && \
+	install -D -m 755 "$$bin/tessera" "$$root/bin/tessera" && \
+	install -D -m 644 .build/plugins/GenerateManual/outputs/tessera/tessera.1 "$$root/share/man/man1/tessera.1" && \
+	mkdir -p "$$root/share/bash-completion/completions" "$$root/share/zsh/site-functions" "$$root/share/fish/vendor_completions.d" && \
+	"$$bin/tessera" --generate-completion-script bash > "$$root/share/bash-completion/completions/tessera" && \
+	"$$bin/tessera" --generate-completion-script zsh > "$$root/share/zsh/site-functions/_tessera" && \
+	"$$bin/tessera" --generate-completion-script fish > "$$root/share/fish/vendor_completions.d/tessera.fish" && \
+	echo "Installed $$root/bin/tessera (man tessera; completions for bash, zsh, fish)"
 
 demo: deps
 	$(SWIFT) build --product tessera
