@@ -148,8 +148,12 @@ public actor DownloadTaskManager {
         let outputs = task.outputInfos(complete: true)
         let missing = await executor.run { () -> String? in
             for output in outputs {
-                guard let size = FileOperations.size(output.path) else { return output.path }
-                if let expected = output.expectedSize, expected != size { return output.path }
+                var info = stat()
+                guard stat(output.path, &info) == 0 else { return output.path }
+                // (An output of separate files is a directory: there, being there is enough.)
+                if info.st_mode & S_IFMT == S_IFREG, let expected = output.expectedSize, expected != Int64(info.st_size) {
+                    return output.path
+                }
             }
             return nil
         }
@@ -621,7 +625,6 @@ public actor DownloadTaskManager {
         }
         return directory + file + ".\(number)"
     }
-
 
     private func claim(_ manifest: DownloadManifest, for task: ManagedTask) {
         for output in manifest.outputs where output.isSelected || task.mode == .cacheOnly {
