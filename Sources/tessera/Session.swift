@@ -28,6 +28,8 @@ struct Session {
     let lock: StateLock
     let headers: HTTPHeaders
     let documentTimeout: Duration
+    /// Where outputs go (absolute).
+    let downloadRoot: String
 
     struct Settings {
         var downloadRoot = "downloads"
@@ -41,6 +43,9 @@ struct Session {
     static func open(_ settings: Settings) throws -> Session {
         let stateDirectory = settings.state.directory
         let lock = try StateLock(directory: stateDirectory)
+        // (Anything below that fails lets the state directory go again.)
+        var opened = false
+        defer { if !opened { lock.release() } }
         let store = try SQLiteDownloadStore(path: stateDirectory + "/tessera.sqlite")
         let cache = settings.state.noCache ? nil : try SegmentCache(directory: stateDirectory + "/cache")
         var engineConfiguration = CurlEngine.Configuration()
@@ -67,9 +72,11 @@ struct Session {
         let registry = makeRegistry()
         let manager = DownloadTaskManager(
             configuration: configuration, engine: engine, store: store, cache: cache, registry: registry)
+        opened = true
         return Session(
             stateDirectory: stateDirectory, registry: registry, engine: engine, store: store, cache: cache,
-            manager: manager, lock: lock, headers: headers, documentTimeout: settings.network.documentTimeout)
+            manager: manager, lock: lock, headers: headers, documentTimeout: settings.network.documentTimeout,
+            downloadRoot: absolute(settings.downloadRoot))
     }
 
     /// A context for resolving inputs outside the manager (expansion, `tessera resolve`).
@@ -104,7 +111,7 @@ final class StateLock: Sendable {
             close(descriptor)
             throw DownloadError(
                 .storeFailure,
-                "another tessera (pid \(owner)) is using the state directory \(directory); wait for it, or use --state-dir")
+                "\(Self.busyPrefix) (pid \(owner)) is using the state directory \(directory); wait for it, or use --state-dir")
         }
         ftruncate(descriptor, 0)
         let pid = "\(getpid())\n"
@@ -114,6 +121,24 @@ final class StateLock: Sendable {
     func release() {
         flock(descriptor, LOCK_UN)
         close(descriptor)
+    }
+
+    private static let busyPrefix = "another tessera"
+
+    /// Whether `error` says that another `tessera` holds the state directory.
+    static func isBusy(_ error: any Error) -> Bool {
+        guard let error = error as? DownloadError else { return false }
+        return error.code == .storeFailure && error.message.hasPrefix(busyPrefix)
+    }
+
+    /// Whether a `tessera` holds `directory` now.
+    static func isHeld(directory: String) -> Bool {
+        let descriptor = open(directory + "/lock", O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return false }
+        defer { close(descriptor) }
+        guard flock(descriptor, LOCK_SH | LOCK_NB) == 0 else { return true }
+        flock(descriptor, LOCK_UN)
+        return false
     }
 }
 

@@ -66,7 +66,7 @@ struct TaskRunner {
             if ContinuousClock.now - lastPoll >= .milliseconds(250) || resized.take() {
                 lastPoll = .now
                 for command in mailbox.take() {
-                    let added = await apply(command, tracked: tracked)
+                    let added = await apply(command, tracked: tracked).filter { !tracked.contains($0) }
                     tracked += added
                     tracker.track(added)
                     tracker.seed(await snapshot(added))
@@ -213,6 +213,7 @@ struct TaskRunner {
 
     /// Applies another process's command; returns the tasks to follow from now on.
     private func apply(_ command: CommandMailbox.Command, tracked: [DownloadTaskID]) async -> [DownloadTaskID] {
+        if command.action == "add" { return await add(command) }
         guard let id = DownloadTaskID(command.id) else { return [] }
         switch command.action {
         case "pause":
@@ -225,6 +226,40 @@ struct TaskRunner {
             break
         }
         return []
+    }
+
+    /// Another `get` on this state directory handed its inputs over: they become tasks of this
+    /// run, and the other process hears which (it follows them in the store).
+    private func add(_ command: CommandMailbox.Command) async -> [DownloadTaskID] {
+        var arguments = PluginArguments()
+        var errors: [[String: String]] = []
+        for text in command.pluginArguments ?? [] {
+            do { try arguments.add(text) } catch { errors.append(["input": text, "message": error.message]) }
+        }
+        let format = command.format.flatMap { try? FormatSelector($0) }
+        let resolver = InputResolver(registry: session.registry, context: session.resolveContext, arguments: arguments, format: format)
+        var ids: [DownloadTaskID] = []
+        for text in command.inputs ?? [] {
+            do {
+                for entity in try await resolver.entities(for: text) {
+                    let info = command.cacheOnly == true
+                        ? try await session.manager.startCache(entity) : try await session.manager.start(entity)
+                    if !ids.contains(info.id) { ids.append(info.id) }
+                }
+            } catch {
+                errors.append(["input": text, "message": error.message])
+                display.inputError(text, error)
+            }
+        }
+        await session.manager.flushStore()
+        if let reply = command.reply {
+            let answer = CommandMailbox.AddReply(ids: ids.map(\.description), errors: errors, downloadRoot: session.downloadRoot)
+            if let data = try? JSONEncoder().encode(answer) {
+                try? data.write(to: URL(fileURLWithPath: reply + ".tmp"))
+                try? FileManager.default.moveItem(atPath: reply + ".tmp", toPath: reply)
+            }
+        }
+        return ids
     }
 
     /// The summary: one line per task (and its files), as text and as the last JSON line.
@@ -329,6 +364,21 @@ struct CommandMailbox {
         var action: String
         var id: String
         var deleteFiles: Bool?
+        /// `add`: inputs as `get` takes them, with its plugin arguments, format and mode.
+        var inputs: [String]?
+        var pluginArguments: [String]?
+        var format: String?
+        var cacheOnly: Bool?
+        /// `add`: where the running tessera writes its ``AddReply``.
+        var reply: String?
+    }
+
+    /// What the running tessera did with an `add`: the tasks it follows now, and the inputs it
+    /// could not use.
+    struct AddReply: Codable {
+        var ids: [String]
+        var errors: [[String: String]]
+        var downloadRoot: String
     }
 
     let directory: String

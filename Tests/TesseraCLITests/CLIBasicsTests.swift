@@ -161,6 +161,31 @@ import TesseraTesting
         }
     }
 
+    @Test func aSecondGetHandsItsInputsToTheRunningOne() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let slow = "/bytes/3000000/slow.iso", quick = "/bytes/70000/quick.bin", missing = "/nothing-here.bin"
+            origin.inject(.stall(.seconds(30), afterBytes: 600_000), at: slow)
+            origin.inject(.status(404), at: missing)
+            let (first, out, _) = try cli.start(["get", origin.url(slow).absoluteString])
+            defer { if first.isRunning { first.terminate() } }
+            #expect(await eventually(within: .seconds(30)) { origin.bytesServed(for: slow) >= 500_000 })
+            // The same state directory: not refused; the running tessera fetches, this one follows.
+            let second = try await cli.run(["get", origin.url(quick).absoluteString, origin.url(missing).absoluteString])
+            #expect(second.output.contains("handed 2 tasks"), "\(second.output) \(second.errors)")
+            #expect(second.output.contains("completed direct:\(origin.url(quick).absoluteString)"), "\(second.output)")
+            #expect(second.status == 1, "one of the two failed")
+            #expect(await origin.content(at: quick).verifyFile(atPath: cli.downloads + "/quick.bin", size: 70_000))
+            // The running one counts them as its own, and still runs its first task.
+            #expect(first.isRunning)
+            kill(first.processIdentifier, SIGINT)
+            #expect(await first.exited(within: .seconds(20)))
+            let output = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+            #expect(output.contains("quick.bin"), "\(output)")
+        }
+    }
+
     @Test func aStateDirectoryThatCannotBeMadeSaysWhy() async throws {
         let cli = CLI()
         defer { cli.cleanUp() }

@@ -47,10 +47,7 @@ open class DownloadTaskGroup: @unchecked Sendable {
         let totals = children.map(\.bytesTotal)
         let total: Int64? = totals.contains(nil) ? nil : totals.map { $0 ?? 0 }.saturatingSum()
         let speed = children.reduce(0.0) { $0 + $1.bytesPerSecond }
-        var eta: Duration?
-        if let total, speed > 0 {
-            eta = .seconds(Double(max(0, total - done)) / speed)
-        }
+        let eta = total.flatMap { Duration.estimate(remaining: $0 - done, bytesPerSecond: speed) }
         return DownloadGroupInfo.RollUp(state: state, bytesDone: done, bytesTotal: total, bytesPerSecond: speed, eta: eta)
     }
 }

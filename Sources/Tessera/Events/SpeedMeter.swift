@@ -25,7 +25,16 @@ struct SpeedMeter: Sendable {
     }
 
     func eta(remaining: Int64?) -> Duration? {
-        guard let remaining, bytesPerSecond > 1 else { return nil }
-        return .seconds(Double(max(0, remaining)) / bytesPerSecond)
+        remaining.flatMap { Duration.estimate(remaining: $0, bytesPerSecond: bytesPerSecond) }
+    }
+}
+
+extension Duration {
+    /// How long `remaining` bytes take at `bytesPerSecond`: `nil` when the speed is too low to
+    /// tell (1 byte a second or less), and at most a hundred years (a total from the network may
+    /// be anything).
+    public static func estimate(remaining: Int64, bytesPerSecond: Double) -> Duration? {
+        guard bytesPerSecond > 1, bytesPerSecond.isFinite else { return nil }
+        return .seconds(min(Double(max(0, remaining)) / bytesPerSecond, 100 * 365 * 86_400))
     }
 }

@@ -106,6 +106,14 @@ struct DownloadRun {
             session = try Session.open(Session.Settings(
                 downloadRoot: download.output, jobs: download.jobs, segments: download.segments,
                 connectionsPerFile: download.connectionsPerFile, network: network, state: state))
+        } catch where StateLock.isBusy(error) {
+            // Another tessera runs on this state directory: it takes the inputs.
+            let code = try await Handoff(
+                inputs: inputs, pluginArguments: input.pluginArguments, format: input.format, cacheOnly: mode == .cacheOnly,
+                state: state, downloadRoot: absolute(download.output), display: display
+            ).run()
+            if code != 0 { throw ExitCode(code) }
+            return
         } catch {
             display.standardError("tessera: \(describe(error))")
             throw ExitCode(1)

@@ -24,7 +24,7 @@ struct TaskSelection {
     static func openUnlessBusy(_ settings: Session.Settings) throws -> Session? {
         do {
             return try Session.open(settings)
-        } catch let error as DownloadError where error.message.contains("another tessera") {
+        } catch where StateLock.isBusy(error) {
             return nil
         }
     }

@@ -110,8 +110,8 @@ final class Display: Sendable {
         if !totals.contains(nil) {
             let total = totals.map { $0 ?? 0 }.saturatingSum()
             footer += " / \(ByteCount.format(total))"
-            if speed > 0, total > done {
-                footer += "  ETA \(ByteCount.duration(.seconds(Double(total - done) / speed)))"
+            if total > done, let eta = Duration.estimate(remaining: total - done, bytesPerSecond: speed) {
+                footer += "  ETA \(ByteCount.duration(eta))"
             }
         }
         return footer

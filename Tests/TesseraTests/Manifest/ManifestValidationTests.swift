@@ -78,6 +78,25 @@ import Testing
         #expect(ByteRange(offset: .max - 1, length: 10).last == .max)
     }
 
+    @Test func anETAFromHugeSizesOrCrawlingSpeedsNeitherTrapsNorLies() {
+        #expect(Duration.estimate(remaining: 1000, bytesPerSecond: 100) == .seconds(10))
+        #expect(Duration.estimate(remaining: .max, bytesPerSecond: 1.5) == .seconds(100 * 365 * 86_400))
+        #expect(Duration.estimate(remaining: .max, bytesPerSecond: 0.001) == nil)
+        #expect(Duration.estimate(remaining: 10, bytesPerSecond: .infinity) == nil)
+        #expect(Duration.estimate(remaining: -5, bytesPerSecond: 100) == .zero)
+        // A group of two children of 2^62 bytes each, crawling: a roll-up, not a trap.
+        let huge: Int64 = 1 << 62
+        let children = (0..<2).map { index in
+            DownloadTaskInfo(
+                id: DownloadTaskID(entityType: "t", entityKey: "\(index)"), title: "t", groupKey: "g", state: .downloading,
+                mode: .download, bytesDone: 0, bytesTotal: huge, segmentsDone: 0, segmentsTotal: 1, bytesPerSecond: 0.5,
+                eta: nil, outputs: [], error: nil, resolveCount: 1, weight: 0)
+        }
+        let rollUp = DownloadTaskGroup(key: "g").rollUp(children: children)
+        #expect(rollUp.bytesTotal == .max)
+        #expect(rollUp.eta == nil)
+    }
+
     @Test func refusesAManifestWithoutOutputs() {
         refusal(DownloadManifest(outputs: []), .manifestInvalid, mentioning: "no output")
     }

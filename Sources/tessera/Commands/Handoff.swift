@@ -1,0 +1,78 @@
+import ArgumentParser
+import Foundation
+import Tessera
+
+/// `get` (or `cache`) while another `tessera` holds the state directory: the inputs go to the
+/// running one through the command mailbox (it resolves and starts them, as its own), and this
+/// process follows their tasks in the store until each has settled, then exits as `get` would
+/// have (0 all completed, 1 a failure, 7 paused or waiting, 130 Ctrl-C here).
+struct Handoff {
+    let inputs: [String]
+    let pluginArguments: [String]
+    let format: String?
+    let cacheOnly: Bool
+    let state: StateOptions
+    let downloadRoot: String
+    let display: Display
+
+    /// How long the running tessera may take to take the inputs (it looks for commands four
+    /// times a second, and resolves each input before it answers).
+    static let replyTimeout: Duration = .seconds(120)
+
+    func run() async throws -> Int32 {
+        let mailbox = CommandMailbox(stateDirectory: state.directory)
+        let reply = mailbox.directory + "/\(UUID().uuidString).reply"
+        defer { try? FileManager.default.removeItem(atPath: reply) }
+        _ = try mailbox.post(.init(
+            action: "add", id: "", inputs: inputs, pluginArguments: pluginArguments, format: format, cacheOnly: cacheOnly,
+            reply: reply))
+        let interrupt = InterruptSignal.shared
+        interrupt.install()
+        var answer: CommandMailbox.AddReply?
+        let deadline = ContinuousClock.now + Self.replyTimeout
+        while answer == nil, ContinuousClock.now < deadline, !interrupt.fired {
+            if let data = FileManager.default.contents(atPath: reply) {
+                answer = try? JSONDecoder().decode(CommandMailbox.AddReply.self, from: data)
+            }
+            if answer == nil { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        guard let answer else {
+            if interrupt.fired { return 130 }
+            display.standardError("tessera: the tessera running on \(state.directory) did not take the inputs within \(Self.replyTimeout)")
+            return 1
+        }
+        for error in answer.errors {
+            display.standardError("tessera: \(error["input"] ?? "?"): \(error["message"] ?? "?")")
+        }
+        let ids = answer.ids.compactMap(DownloadTaskID.init)
+        display.write("handed \(Display.count(ids.count, "task")) to the tessera running on \(state.directory)"
+            + (answer.downloadRoot == downloadRoot ? "" : " (it downloads into \(answer.downloadRoot))"))
+        let settled = try await follow(ids, interrupt: interrupt)
+        if interrupt.fired { return 130 }
+        let failed = settled.contains { $0.state == .failed || $0.state == .invalid }
+        let completed = settled.filter { $0.state == .completed }.count
+        display.write("\(completed) of \(ids.count) completed")
+        if failed || !answer.errors.isEmpty || settled.count < ids.count { return 1 }
+        return completed == ids.count ? 0 : 7
+    }
+
+    /// Reads the store until every task has settled (or is gone, or the running tessera ended),
+    /// writing a line per state change.
+    private func follow(_ ids: [DownloadTaskID], interrupt: InterruptSignal) async throws -> [TaskRecord] {
+        let store = try SQLiteDownloadStore(path: state.directory + "/tessera.sqlite")
+        var last: [DownloadTaskID: DownloadTaskState] = [:]
+        while !interrupt.fired {
+            let records = try await store.loadAll().map(\.task).filter { ids.contains($0.id) }
+            for record in records where last[record.id] != record.state {
+                last[record.id] = record.state
+                display.write("\(record.state) \(record.id)")
+            }
+            let running = StateLock.isHeld(directory: state.directory)
+            if records.allSatisfy({ $0.state.isFinal || $0.state == .paused }) || !running {
+                return records
+            }
+            try await Task.sleep(for: .milliseconds(250))
+        }
+        return []
+    }
+}
