@@ -218,6 +218,38 @@ public actor DownloadTaskManager {
         tasks[id].map { info($0) }
     }
 
+    /// The task once it has settled: completed, failed, invalid or paused (an interrupted task
+    /// resumes by itself, so it is waited for). Returns at once for a settled task, `nil` for
+    /// an unknown or removed one, and the latest snapshot when the manager shuts down first.
+    public func wait(for id: DownloadTaskID) async -> DownloadTaskInfo? {
+        // Subscribed before looking, so no change falls between the look and the stream.
+        let events = hub.subscribe()
+        guard let now = check(id) else { return nil }
+        if Self.isSettled(now.state) { return now }
+        for await event in events {
+            switch event {
+            case .taskStateChanged(let info, _) where info.id == id && Self.isSettled(info.state):
+                return info
+            case .taskRemoved(let removed) where removed == id:
+                return nil
+            default:
+                continue
+            }
+        }
+        return check(id)
+    }
+
+    /// Starts the entity's task (see ``start(_:)``) and returns it once it has settled (see
+    /// ``wait(for:)``): a download in one call.
+    public func download(_ entity: DownloadBaseEntity) async throws(DownloadError) -> DownloadTaskInfo {
+        let started = try await start(entity)
+        return await wait(for: started.id) ?? started
+    }
+
+    private static func isSettled(_ state: DownloadTaskState) -> Bool {
+        state.isFinal || state == .paused
+    }
+
     /// Snapshots of every task, in the order they were added.
     public func checkAll() -> [DownloadTaskInfo] {
         liveTasks.map { info($0) }

@@ -59,4 +59,31 @@ final class PathsEntity: PayloadEntity<[String]>, DownloadParserProtocol, @unche
             #expect(fileSize(harness.root.file("parts/b.bin")) == 2000)
         }
     }
+
+    @Test func downloadReturnsWhenTheTaskHasSettled() async throws {
+        try await withManager { harness in
+            let path = "/bytes/200000/whole.bin"
+            harness.origin.inject(.throttle(bytesPerSecond: 400_000), at: path)
+            let entity = PathsEntity(payload: [harness.origin.url(path).absoluteString], entityKey: "download")
+            let done = try await harness.manager.download(entity)
+            #expect(done.state == .completed)
+            #expect(await harness.origin.content(at: path).verifyFile(atPath: harness.root.file("whole.bin"), size: 200_000))
+            // Settled already: at once. Unknown: nil.
+            #expect(await harness.manager.wait(for: entity.taskID)?.state == .completed)
+            #expect(await harness.manager.wait(for: DownloadTaskID(entityType: "paths", entityKey: "nobody")) == nil)
+        }
+    }
+
+    @Test func waitReturnsWhenTheTaskIsPaused() async throws {
+        try await withManager { harness in
+            let path = "/bytes/3000000/slow.bin"
+            harness.origin.inject(.stall(.seconds(30), afterBytes: 100_000), at: path)
+            let entity = PathsEntity(payload: [harness.origin.url(path).absoluteString], entityKey: "paused")
+            let id = try await harness.manager.start(entity).id
+            async let settled = harness.manager.wait(for: id)
+            #expect(await eventually(within: .seconds(10)) { harness.origin.bytesServed(for: path) >= 100_000 })
+            await harness.manager.stop(id)
+            #expect(await settled?.state == .paused)
+        }
+    }
 }
