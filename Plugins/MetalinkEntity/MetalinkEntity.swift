@@ -108,7 +108,7 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
         let document = try MetalinkDocument(xml, url: source.url, maxFiles: context.maxSegments)
         var seen = Set<String>()
         var entities: [MetalinkEntity] = []
-        for entry in document.entries {
+        for (index, entry) in document.entries.enumerated() {
             guard seen.insert(entry.name).inserted else {
                 context.logger.warning(
                     "the Metalink lists a second file named \"\(MetalinkDocument.printable(entry.name))\" (line \(entry.line)); only the first is downloaded",
@@ -118,31 +118,32 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
             let entity = MetalinkEntity(
                 metalinkURL: metalinkURL, fileName: entry.name, preferredLocations: preferredLocations(input.arguments),
                 destinationDirectory: input.destinationDirectory)
-            entity.prefetched.keep(xml, source: source.url)
+            entity.prefetched.keep(document, index: index)
             entities.append(entity)
         }
         return entities
     }
 
-    /// The document as ``entities(for:key:context:)`` fetched it, for the entity's first resolve
-    /// soon after (one request for a document of N files, not N + 1). Never stored: a restored
-    /// or later resolve fetches the document again (fresh mirrors, signed URLs).
+    /// The document as ``entities(for:key:context:)`` fetched and parsed it, and this file's
+    /// place in it, for the entity's first resolve soon after: one request and one parse for a
+    /// document of N files, not N + 1 of each (the files of one document share it). Never
+    /// stored: a restored or later resolve fetches the document again (fresh mirrors, signed URLs).
     let prefetched = PrefetchedDocument()
 
-    /// A fetched document, good for one use within a minute.
+    /// A parsed document and a file's index in it, good for one use within a minute.
     final class PrefetchedDocument: Sendable {
-        private let value = Mutex<(document: XMLDocument, url: URL, at: ContinuousClock.Instant)?>(nil)
+        private let value = Mutex<(document: MetalinkDocument, index: Int, at: ContinuousClock.Instant)?>(nil)
 
-        func keep(_ document: XMLDocument, source url: URL) {
-            value.withLock { $0 = (document, url, .now) }
+        func keep(_ document: MetalinkDocument, index: Int) {
+            value.withLock { $0 = (document, index, .now) }
         }
 
-        /// The document and the URL it came from, once, if it is younger than a minute.
-        func take() -> (document: XMLDocument, url: URL)? {
+        /// The document and the file's index, once, if they are younger than a minute.
+        func take() -> (document: MetalinkDocument, index: Int)? {
             value.withLock { value in
                 defer { value = nil }
                 guard let kept = value, ContinuousClock.now - kept.at < .seconds(60) else { return nil }
-                return (kept.document, kept.url)
+                return (kept.document, kept.index)
             }
         }
     }
@@ -160,15 +161,15 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
                 .unsafePath, "\(error.message); the Metalink \(url.absoluteString) names it, and it is not downloaded",
                 url: url.absoluteString)
         }
-        let xml: XMLDocument, sourceURL: URL
-        if context.attempt == 1, let kept = prefetched.take() {
-            (xml, sourceURL) = kept
+        let document: MetalinkDocument, file: MetalinkFile
+        if context.attempt == 1, let kept = prefetched.take(), kept.document.entries[kept.index].name == payload.fileName {
+            document = kept.document
+            file = try document.file(at: kept.index, maxPieces: context.maxSegments)
         } else {
-            let (fetched, source) = try await context.fetchXML(url)
-            (xml, sourceURL) = (fetched, source.url)
+            let (xml, source) = try await context.fetchXML(url)
+            document = try MetalinkDocument(xml, url: source.url, maxFiles: context.maxSegments)
+            file = try document.file(named: payload.fileName, maxPieces: context.maxSegments)
         }
-        let document = try MetalinkDocument(xml, url: sourceURL, maxFiles: context.maxSegments)
-        let file = try document.file(named: payload.fileName, maxPieces: context.maxSegments)
         for note in file.notes + file.skippedMirrors.map({ "mirror skipped: \($0)" }) {
             context.logger.debug("\(note)", metadata: ["metalink": "\(url.absoluteString)"])
         }
