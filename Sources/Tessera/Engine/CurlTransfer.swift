@@ -492,6 +492,13 @@ final class CurlTransfer {
             guard let header = responseHeaders["Content-Range"], let range = ContentRange(header), let span = range.span else {
                 return DownloadError(.rangeMismatch, "the partial response has no valid Content-Range", url: url, httpStatus: code, checkpoint: keep)
             }
+            // A range asked for past the end the server gives now: the length learned from an
+            // earlier response was wrong (or the resource changed); its file starts over.
+            if let complete = range.completeLength, let last = asked.last, last >= complete {
+                return DownloadError(
+                    .contentChanged, "the server now says the resource has \(complete) bytes, fewer than it said before",
+                    url: url, httpStatus: code)
+            }
             let expectedLast = asked.last ?? range.completeLength.map { $0 - 1 }
             guard span.lowerBound == asked.offset, expectedLast.map({ span.upperBound == $0 }) ?? true else {
                 return DownloadError(.rangeMismatch, "asked for bytes \(asked), the server sent \(span.lowerBound)-\(span.upperBound)", url: url, httpStatus: code, checkpoint: keep)
@@ -549,6 +556,13 @@ final class CurlTransfer {
             if keptBytes > 0, !restarted {
                 needsRestart = true
                 return nil
+            }
+            // A range that starts past the end the server gives now (`bytes */N`): the length
+            // learned before was wrong, or the resource shrank; its file starts over.
+            if let complete, let asked = sentRange, asked.offset >= complete {
+                return DownloadError(
+                    .contentChanged, "the server now says the resource has \(complete) bytes, fewer than it said before",
+                    url: url, httpStatus: code)
             }
             sink = .errorBody
             return nil

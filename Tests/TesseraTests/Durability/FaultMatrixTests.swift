@@ -1,0 +1,91 @@
+import Foundation
+import Testing
+import TesseraTesting
+
+@testable import Tessera
+
+/// Each fault of a hostile or broken server against each kind of plain download: a small file
+/// (one connection) and a large one shared over several connections. Every cell ends either
+/// completed with the origin's bytes exactly, or with the error that names the fault; a
+/// completed file leaves no partial file and no work file behind.
+@Suite(.timeLimit(.minutes(3))) struct FaultMatrixTests {
+    enum Kind: String, CaseIterable, Sendable {
+        /// 200 KB, one connection.
+        case small
+        /// 6 MB over up to 4 connections (split from the first response).
+        case split
+
+        var size: Int64 { self == .small ? 200_000 : 6_000_000 }
+    }
+
+    enum Fault: String, CaseIterable, Sendable {
+        case dropOnce, status500Once, status503RetryAfterOnce, status429Once, wrongLengthOnce, stallOnce
+        case contentChangesMidway, redirectLoop, redirectToFTP, missing
+
+        /// The error a cell ends with, or `nil` when it completes.
+        var expectedError: DownloadError.Code? {
+            switch self {
+            case .redirectLoop: .tooManyRedirects
+            case .redirectToFTP: .unsafeInput
+            case .missing: .httpStatus
+            default: nil
+            }
+        }
+    }
+
+    static let cells: [(Kind, Fault)] = Kind.allCases.flatMap { kind in Fault.allCases.map { (kind, $0) } }
+
+    @Test(arguments: cells)
+    func aFaultEndsCompleteOrWithItsError(kind: Kind, fault: Fault) async throws {
+        var engine = CurlEngine.Configuration.forTests()
+        engine.lowSpeedTime = .seconds(1)  // a stalled connection is given up within a second
+        try await withManager(engine: engine, configure: { configuration in
+            configuration.splitting = SplitPolicy(minimumSize: 1 << 20, pieceSize: 1 << 20, maxConnections: 4)
+            configuration.retry.maxAttempts = 4
+        }) { harness in
+            let origin = harness.origin
+            let path = "/bytes/\(kind.size)/\(kind)-\(fault).bin"
+            switch fault {
+            case .dropOnce: origin.inject(.dropConnection(afterBytes: kind.size / 3), at: path, times: 1)
+            case .status500Once: origin.inject(.status(500), at: path, times: 1)
+            case .status503RetryAfterOnce: origin.inject(.status(503, retryAfter: "1"), at: path, times: 1)
+            case .status429Once: origin.inject(.status(429, retryAfter: "1"), at: path, times: 1)
+            case .wrongLengthOnce: origin.inject(.wrongContentLength(delta: 1000), at: path, times: 1)
+            case .stallOnce: origin.inject(.stall(.seconds(30), afterBytes: kind.size / 4), at: path, times: 1)
+            case .contentChangesMidway: origin.inject(.throttle(bytesPerSecond: Int(kind.size)), at: path)
+            case .redirectLoop: origin.inject(.redirect(to: path), at: path)
+            case .redirectToFTP: origin.inject(.redirect(to: "ftp://127.0.0.1/\(kind).bin"), at: path)
+            case .missing: origin.inject(.status(404), at: path)
+            }
+            let entity = DirectEntity(url: origin.url(path))
+            try await harness.manager.start(entity)
+            if fault == .contentChangesMidway {
+                // A new version once a part of the old one has arrived: the file is one version,
+                // never the two spliced.
+                #expect(await eventually(within: .seconds(20)) { origin.bytesServed(for: path) >= kind.size / 4 })
+                origin.changeContent(at: path)
+                origin.clearFaults(at: path)
+            }
+            let file = harness.root.file("\(kind)-\(fault).bin")
+            let ended = try #require(await harness.waitFor(entity.taskID, timeout: .seconds(60)) { $0.state.isFinal })
+            if let expected = fault.expectedError {
+                #expect(ended.state == .invalid || ended.state == .failed, "\(ended.state)")
+                #expect(ended.error?.code == expected, "\(String(describing: ended.error))")
+                #expect(fileSize(file) == nil, "no output for a download that failed")
+                return
+            }
+            #expect(ended.state == .completed, "\(String(describing: ended.error))")
+            // One version, whole: the current one, or (a connection that was already sending
+            // when the content changed) the one before; never the two spliced.
+            let current = await origin.content(at: path).verifyFile(atPath: file, size: kind.size)
+            let previous = fault == .contentChangesMidway
+                ? await OriginContent(path: path, version: 0).verifyFile(atPath: file, size: kind.size) : false
+            #expect(current || previous, "the file is one version of the origin's, whole")
+            // Nothing left behind: no partial file, no work file of the task.
+            let left = (try? FileManager.default.subpathsOfDirectory(atPath: harness.root.path)) ?? []
+            #expect(!left.contains { $0.hasSuffix(".part") || $0.hasSuffix(".seg") }, "\(left)")
+            let work = (try? FileManager.default.contentsOfDirectory(atPath: harness.root.file(".tessera/work"))) ?? []
+            #expect(work.isEmpty, "\(work)")
+        }
+    }
+}
