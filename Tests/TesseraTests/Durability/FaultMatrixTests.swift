@@ -4,8 +4,9 @@ import TesseraTesting
 
 @testable import Tessera
 
-/// Each fault of a hostile or broken server against each kind of plain download: a small file
-/// (one connection) and a large one shared over several connections. Every cell ends either
+/// Each fault of a hostile or broken server against each kind of download: a small file (one
+/// connection), a large one shared over several connections, and a segmented manifest (the
+/// fault on one of its segments). Every cell ends either
 /// completed with the origin's bytes exactly, or with the error that names the fault; a
 /// completed file leaves no partial file and no work file behind.
 @Suite(.timeLimit(.minutes(3))) struct FaultMatrixTests {
@@ -14,8 +15,10 @@ import TesseraTesting
         case small
         /// 6 MB over up to 4 connections (split from the first response).
         case split
+        /// A manifest of 6 segments of 200 KB, concatenated; the fault is on the third.
+        case segments
 
-        var size: Int64 { self == .small ? 200_000 : 6_000_000 }
+        var size: Int64 { self == .split ? 6_000_000 : 200_000 }
     }
 
     enum Fault: String, CaseIterable, Sendable {
@@ -44,7 +47,8 @@ import TesseraTesting
             configuration.retry.maxAttempts = 4
         }) { harness in
             let origin = harness.origin
-            let path = "/bytes/\(kind.size)/\(kind)-\(fault).bin"
+            let fixture = kind == .segments ? harness.fixture("\(fault)", segments: 6, size: kind.size) : nil
+            let path = fixture != nil ? harness.segmentPath("\(fault)", 0, 2, size: kind.size) : "/bytes/\(kind.size)/\(kind)-\(fault).bin"
             switch fault {
             case .dropOnce: origin.inject(.dropConnection(afterBytes: kind.size / 3), at: path, times: 1)
             case .status500Once: origin.inject(.status(500), at: path, times: 1)
@@ -57,7 +61,7 @@ import TesseraTesting
             case .redirectToFTP: origin.inject(.redirect(to: "ftp://127.0.0.1/\(kind).bin"), at: path)
             case .missing: origin.inject(.status(404), at: path)
             }
-            let entity = DirectEntity(url: origin.url(path))
+            let entity: DownloadBaseEntity = fixture?.entity ?? DirectEntity(url: origin.url(path))
             try await harness.manager.start(entity)
             if fault == .contentChangesMidway {
                 // A new version once a part of the old one has arrived: the file is one version,
@@ -66,7 +70,7 @@ import TesseraTesting
                 origin.changeContent(at: path)
                 origin.clearFaults(at: path)
             }
-            let file = harness.root.file("\(kind)-\(fault).bin")
+            let file = fixture.map { harness.outputPath($0.entity, 0) } ?? harness.root.file("\(kind)-\(fault).bin")
             let ended = try #require(await harness.waitFor(entity.taskID, timeout: .seconds(60)) { $0.state.isFinal })
             if let expected = fault.expectedError {
                 #expect(ended.state == .invalid || ended.state == .failed, "\(ended.state)")
@@ -77,10 +81,19 @@ import TesseraTesting
             #expect(ended.state == .completed, "\(String(describing: ended.error))")
             // One version, whole: the current one, or (a connection that was already sending
             // when the content changed) the one before; never the two spliced.
-            let current = await origin.content(at: path).verifyFile(atPath: file, size: kind.size)
+            let offset: Int64? = fixture == nil ? nil : 2 * kind.size  // (nil: the whole file, nothing after)
+            let current = await origin.content(at: path).verifyFile(atPath: file, size: kind.size, fileOffset: offset)
             let previous = fault == .contentChangesMidway
-                ? await OriginContent(path: path, version: 0).verifyFile(atPath: file, size: kind.size) : false
-            #expect(current || previous, "the file is one version of the origin's, whole")
+                ? await OriginContent(path: path, version: 0).verifyFile(atPath: file, size: kind.size, fileOffset: offset) : false
+            #expect(current || previous, "the file (the faulty segment's place in it) is one version of the origin's, whole")
+            if fixture != nil {
+                // The other segments, each in its place.
+                for segment in [0, 1, 3, 4, 5] {
+                    let other = harness.segmentPath("\(fault)", 0, segment, size: kind.size)
+                    #expect(await origin.content(at: other).verifyFile(atPath: file, size: kind.size, fileOffset: Int64(segment) * kind.size))
+                }
+                #expect(fileSize(file) == 6 * kind.size)
+            }
             // Nothing left behind: no partial file, no work file of the task.
             let left = (try? FileManager.default.subpathsOfDirectory(atPath: harness.root.path)) ?? []
             #expect(!left.contains { $0.hasSuffix(".part") || $0.hasSuffix(".seg") }, "\(left)")
