@@ -45,15 +45,24 @@ struct Handoff {
             display.standardError("tessera: \(error["input"] ?? "?"): \(error["message"] ?? "?")")
         }
         let ids = answer.ids.compactMap(DownloadTaskID.init)
-        display.write("handed \(Display.count(ids.count, "task")) to the tessera running on \(state.directory)"
+        say("handed \(Display.count(ids.count, "task")) to the tessera running on \(state.directory)"
             + (answer.downloadRoot == downloadRoot ? "" : " (it downloads into \(answer.downloadRoot))"))
         let settled = try await follow(ids, interrupt: interrupt)
         if interrupt.fired { return 130 }
         let failed = settled.contains { $0.state == .failed || $0.state == .invalid }
         let completed = settled.filter { $0.state == .completed }.count
-        display.write("\(completed) of \(ids.count) completed")
+        say("\(completed) of \(ids.count) completed")
         if failed || !answer.errors.isEmpty || settled.count < ids.count { return 1 }
         return completed == ids.count ? 0 : 7
+    }
+
+    /// A line of what happens (not with `--quiet`; `--json` gets it as a `handoff` object).
+    private func say(_ line: String) {
+        switch display.mode {
+        case .quiet: break
+        case .json: display.emitJSON(["type": "handoff", "message": line])
+        case .lines, .live: display.write(line)
+        }
     }
 
     /// Reads the store until every task has settled (or is gone, or the running tessera ended),
@@ -65,7 +74,7 @@ struct Handoff {
             let records = try await store.loadAll().map(\.task).filter { ids.contains($0.id) }
             for record in records where last[record.id] != record.state {
                 last[record.id] = record.state
-                display.write("\(record.state) \(record.id)")
+                say("\(record.state) \(record.id)")
             }
             let running = StateLock.isHeld(directory: state.directory)
             if records.allSatisfy({ $0.state.isFinal || $0.state == .paused }) || !running {
