@@ -28,7 +28,8 @@ enum Main {
             Foundation.exit(2)
         }
         do {
-            var command = try TesseraCommand.parseAsRoot()
+            let arguments = try ConfigFile.expand(Array(CommandLine.arguments.dropFirst()))
+            var command = try TesseraCommand.parseAsRoot(arguments)
             if var asynchronous = command as? any AsyncParsableCommand {
                 try await asynchronous.run()
             } else {

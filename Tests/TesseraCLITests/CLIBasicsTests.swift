@@ -186,6 +186,42 @@ import TesseraTesting
         }
     }
 
+    @Test func aConfigurationFileGivesDefaultsTheCommandLineOverrides() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let config = cli.directory + "/config-home"
+            try FileManager.default.createDirectory(atPath: config + "/tessera", withIntermediateDirectories: true)
+            try """
+                # defaults, as yt-dlp and aria2c read theirs
+                header=X-From-Config: yes
+                --user-agent from-config/1
+                continue
+                """.write(toFile: config + "/tessera/config", atomically: true, encoding: .utf8)
+            let environment = ["XDG_CONFIG_HOME": config]
+            let first = try await cli.run(["get", origin.url("/bytes/1000/a.bin").absoluteString], environment: environment)
+            #expect(first.status == 0, "\(first.errors)")
+            let request = try #require(origin.requests(for: "/bytes/1000/a.bin").first)
+            #expect(request.header("X-From-Config") == "yes")
+            #expect(request.header("User-Agent") == "from-config/1")
+            // The command line wins; --no-config reads none.
+            _ = try await cli.run(["get", "--user-agent", "from-line/2", origin.url("/bytes/1000/b.bin").absoluteString], environment: environment)
+            #expect(origin.requests(for: "/bytes/1000/b.bin").first?.header("User-Agent") == "from-line/2")
+            _ = try await cli.run(["get", "--no-config", origin.url("/bytes/1000/c.bin").absoluteString], environment: environment)
+            #expect(origin.requests(for: "/bytes/1000/c.bin").first?.header("X-From-Config") == nil)
+            // A line that is no option is an error that names the file and the line.
+            try "header=X-Ok: 1\nnot an option\n".write(toFile: config + "/tessera/config", atomically: true, encoding: .utf8)
+            let bad = try await cli.run(["get", origin.url("/bytes/1000/d.bin").absoluteString], environment: environment)
+            #expect(bad.status == 2)
+            #expect(bad.errors.contains("config, line 2"), "\(bad.errors)")
+            // --dry-run resolves and downloads nothing.
+            let dry = try await cli.run(["get", "--no-config", "--dry-run", origin.url("/bytes/1000/e.bin").absoluteString])
+            #expect(dry.status == 0, "\(dry.errors)")
+            #expect(dry.output.contains("e.bin"), "\(dry.output)")
+            #expect(fileSize(cli.downloads + "/e.bin") == nil)
+        }
+    }
+
     @Test func aStateDirectoryThatCannotBeMadeSaysWhy() async throws {
         let cli = CLI()
         defer { cli.cleanUp() }

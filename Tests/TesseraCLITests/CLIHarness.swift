@@ -55,6 +55,8 @@ struct CLI {
         process.arguments = standard(arguments)
         process.currentDirectoryURL = URL(fileURLWithPath: directory)
         var env = ProcessInfo.processInfo.environment
+        // No configuration file of the machine's user changes what a test runs.
+        env["XDG_CONFIG_HOME"] = directory + "/no-config-home"
         for (key, value) in environment { env[key] = value }
         env["TERM"] = "dumb"
         process.environment = env
@@ -68,8 +70,8 @@ struct CLI {
     }
 
     /// Runs `tessera` to its end (or kills it after `timeout`).
-    func run(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> Result {
-        let (process, out, err) = try start(arguments)
+    func run(_ arguments: [String], environment: [String: String] = [:], timeout: Duration = .seconds(120)) async throws -> Result {
+        let (process, out, err) = try start(arguments, environment: environment)
         if await !process.exited(within: timeout) {
             process.terminate()
             Issue.record("tessera \(arguments.joined(separator: " ")) did not finish in \(timeout)")

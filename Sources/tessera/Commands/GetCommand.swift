@@ -20,8 +20,20 @@ struct GetCommand: AsyncParsableCommand {
     @OptionGroup var network: NetworkOptions
     @OptionGroup var state: StateOptions
     @OptionGroup var output: DisplayOptions
+    @OptionGroup var config: ConfigOptions
+
+    @Flag(name: .customLong("dry-run"), help: "Resolve the inputs and show what would be downloaded (as `tessera resolve`), without downloading.")
+    var dryRun = false
 
     func run() async throws {
+        if dryRun {
+            var resolve = try ResolveCommand.parse([])
+            resolve.input = input
+            resolve.network = network
+            resolve.json = output.json
+            try await resolve.run()
+            return
+        }
         try await DownloadRun(input: input, download: download, network: network, state: state, output: output, mode: .download).execute()
     }
 }
@@ -38,6 +50,7 @@ struct CacheCommand: AsyncParsableCommand {
     @OptionGroup var network: NetworkOptions
     @OptionGroup var state: StateOptions
     @OptionGroup var output: DisplayOptions
+    @OptionGroup var config: ConfigOptions
 
     func validate() throws {
         if state.noCache { throw ValidationError("`cache` needs the cache: drop --no-cache") }
