@@ -1,8 +1,8 @@
 import ArgumentParser
 import Foundation
 
-/// Options read from a file before the command line's, for the commands that download (`get`,
-/// `cache`, `resume`), as yt-dlp and aria2c read theirs: `$XDG_CONFIG_HOME/tessera/config`
+/// Options read from a file before the command line's, for the commands that take inputs (`get`,
+/// `cache`: every option of theirs may be in it), as yt-dlp and aria2c read theirs: `$XDG_CONFIG_HOME/tessera/config`
 /// (else `~/.config/tessera/config`), or the file `--config-location` names; `--no-config`
 /// reads none. One option per line, as on the command line (`--limit-rate 2M`, `-x 4`) or as
 /// aria2c writes them (`limit-rate=2M`, `continue`); `#` starts a comment. The command line
@@ -16,7 +16,7 @@ struct ConfigOptions: ParsableArguments {
 }
 
 enum ConfigFile {
-    static let commands: Set<String> = ["get", "cache", "resume"]
+    static let commands: Set<String> = ["get", "cache"]
 
     /// `arguments` (without the program's name) with the configuration file's options inserted
     /// after the command's name.

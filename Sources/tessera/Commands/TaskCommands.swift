@@ -77,7 +77,6 @@ struct ResumeCommand: AsyncParsableCommand {
     @OptionGroup var network: NetworkOptions
     @OptionGroup var state: StateOptions
     @OptionGroup var output: DisplayOptions
-    @OptionGroup var config: ConfigOptions
 
     func validate() throws {
         if keys.isEmpty && !all { throw ValidationError("name tasks to resume, or --all") }
