@@ -12,6 +12,9 @@ Scenarios (everything on /dev/shm, served over 127.0.0.1, 16 transfers in flight
   p3big  DASH, 2,000 x 256 KiB video + 2,000 x 32 KiB audio  `tessera get` vs curl --parallel
   p6     DASH, 2 x 50,000 segments of 512 bytes              `tessera get` vs curl --parallel
   kill   a 256 MiB file (plain and as 256 DASH segments) SIGKILLed --kills times, resumed (opt-in)
+  p7     resolving an MPD of 2 x 200,000 segments         `tessera resolve` vs `yt-dlp -J` (opt-in)
+  p8     resolving an HLS playlist of 999,999 segments    `tessera resolve`, peak RSS (opt-in)
+  ml1k, ml5k, ml20k  Metalink of 1,000 / 5,000 / 20,000 files x 512 bytes  `tessera get` vs aria2c (opt-in)
 
 After --warmup untimed rounds, each tool runs --runs times per scenario, interleaved within each
 round (the order rotates from round to round). Wall time is measured around the child; CPU
@@ -52,6 +55,12 @@ P5_FILES, P5_SIZE, P5_PIECE = 8, 32 * MIB, 4 * MIB
 P5_JOBS = 8
 P3BIG_SEGMENTS, P3BIG_VIDEO_SEGMENT, P3BIG_AUDIO_SEGMENT = 2000, 256 * KIB, 32 * KIB
 P6_SEGMENTS, P6_SEGMENT = 50000, 512
+# P7: resolving an MPD of 2 x 200,000 SegmentTemplate segments; P8: an HLS playlist at the segment
+# limit; ML*: Metalink documents of many small files (the curve 1k / 5k / 20k).
+P7_SEGMENTS = 200000
+P8_SEGMENTS = 999999
+ML_COUNTS = {"ml1k": 1000, "ml5k": 5000, "ml20k": 20000}
+ML_SIZE = 512
 # The crash test: a file downloaded at KILL_RATE over KILL_CONNECTIONS, SIGKILLed --kills times at
 # random moments, then run to completion. The delays are drawn from [KILL_DELAY_MIN, KILL_DELAY_MAX]
 # and scaled down together when they add up to more than KILL_BUDGET of the file's time at the rate
@@ -63,7 +72,7 @@ KILL_FINAL_TIMEOUT = 300
 ACCESS_LOG = "access.log"  # in the temporary directory; see nginx.conf.template
 PROXY_VARIABLES = ("http_proxy", "https_proxy", "all_proxy", "ftp_proxy", "no_proxy")
 DEFAULT_SCENARIOS = ("p1", "p2", "p3", "p4", "p5", "p1cli", "p2cli", "p3big", "p6")
-OPT_IN_SCENARIOS = ("kill",)  # 3 minutes at --runs 5: --scenarios all, or name it
+OPT_IN_SCENARIOS = ("kill", "p7", "p8", "ml1k", "ml5k", "ml20k")  # 3 minutes at --runs 5: --scenarios all, or name it
 ALL_SCENARIOS = DEFAULT_SCENARIOS + OPT_IN_SCENARIOS
 PLAIN_SCENARIOS = {"p1", "p2", "p1cli", "p2cli"}
 
@@ -115,6 +124,16 @@ SCENARIOS = {
            "counted": True, "rss_line": True,
            "targets": [("Tessera wall <= 1.5x curl", "tessera", "curl", "wall", "<=", 1.5),
                        ("Tessera peak RSS < 150 MB", "tessera", None, "rss_mb", "<", 150)]},
+    "p7": {"tools": ["tessera", "yt-dlp"], "reference": "yt-dlp",
+           "title": "P7: resolving an MPD of 2 x %d SegmentTemplate segments (`tessera resolve` vs `yt-dlp -J`)"
+                    % P7_SEGMENTS,
+           "rss_line": True,
+           "targets": [("Tessera wall < 1 s", "tessera", None, "wall", "<", 1.0, 0.45),
+                       ("Tessera peak RSS < 200 MB", "tessera", None, "rss_mb", "<", 200, 100)]},
+    "p8": {"tools": ["tessera"], "reference": None,
+           "title": "P8: resolving an HLS playlist of %d segments, at the limit (`tessera resolve`)" % P8_SEGMENTS,
+           "rss_line": True,
+           "targets": [("Tessera peak RSS < 200 MB", "tessera", None, "rss_mb", "<", 200)]},
     "kill": {"tools": ["tessera", "tessera (DASH)", "aria2c", "curl"], "reference": None,
              "title": "Kill: a %d MiB file at %s/s, SIGKILLed and resumed" % (KILL_SIZE // MIB, KILL_RATE),
              "counted": True,
@@ -124,7 +143,13 @@ SCENARIOS = {
                          ("tessera (DASH): origin bytes / size <= 1.05", "tessera (DASH)", None, "origin_ratio",
                           "<=", 1.05, 1.01)]},
 }
-CLI_SCENARIOS = {"p3", "p4", "p5", "p1cli", "p2cli", "p3big", "p6", "kill"}
+for _name, _count in ML_COUNTS.items():
+    SCENARIOS[_name] = {"tools": ["tessera", "aria2c"], "reference": "aria2c", "rss_line": True,
+                        "title": "%s: a Metalink document of %d files x %d bytes (`tessera get` vs aria2c)"
+                                 % (_name.upper(), _count, ML_SIZE),
+                        "targets": []}
+CLI_SCENARIOS = {"p3", "p4", "p5", "p1cli", "p2cli", "p3big", "p6", "kill", "p7", "p8"} | set(ML_COUNTS)
+RESOLVE_SCENARIOS = {"p7", "p8"}
 # A target's metric: the key of the summary row it reads, and how its measured value is printed
 # when it is not a ratio. Counts read the worst run ("_max"), so one bad run shows.
 METRICS = {
@@ -522,6 +547,39 @@ def prepare(name, tmp, root, port):
         write_file(os.path.join(directory, "master.m3u8"), ("\n".join(master) + "\n").encode())
         scenario.update(input="%s/master.m3u8" % base,
                         contents={digest.hexdigest(): (total, "variant")}, bytes=total)
+    elif name == "p7":
+        tracks = []
+        for kind, mime, codecs in (("v", "video/mp4", "avc1.64001f"), ("a", "audio/mp4", "mp4a.40.2")):
+            tracks.append('<AdaptationSet mimeType="%s"><SegmentTemplate media="%s/$Number%%06d$.m4s" '
+                          'initialization="%s/init.mp4" duration="2" timescale="1" startNumber="1"/>'
+                          '<Representation id="%s1" bandwidth="500000" codecs="%s"/></AdaptationSet>'
+                          % (mime, kind, kind, kind, codecs))
+        document = ('<?xml version="1.0"?>\n<MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" '
+                    'mediaPresentationDuration="PT%dS" minBufferTime="PT2S" '
+                    'profiles="urn:mpeg:dash:profile:isoff-live:2011"><Period>%s</Period></MPD>\n'
+                    % (2 * P7_SEGMENTS, "".join(tracks)))
+        write_file(os.path.join(directory, "long.mpd"), document.encode())
+        scenario.update(input="%s/long.mpd" % base, bytes=0)
+    elif name == "p8":
+        lines = ["#EXTM3U", "#EXT-X-VERSION:3", "#EXT-X-TARGETDURATION:2", "#EXT-X-PLAYLIST-TYPE:VOD"]
+        for number in range(P8_SEGMENTS):
+            lines += ["#EXTINF:2.000,", "seg-%07d.ts" % number]
+        write_file(os.path.join(directory, "long.m3u8"), ("\n".join(lines + ["#EXT-X-ENDLIST"]) + "\n").encode())
+        scenario.update(input="%s/long.m3u8" % base, bytes=0)
+    elif name in ML_COUNTS:
+        entries, files = [], {}
+        for index in range(ML_COUNTS[name]):
+            file_name = "f%05d.bin" % index
+            data = os.urandom(ML_SIZE)
+            write_file(os.path.join(directory, "f", file_name), data)
+            digest = hashlib.sha256(data).hexdigest()
+            files[file_name] = (ML_SIZE, digest)
+            entries.append('<file name="%s"><size>%d</size><hash type="sha-256">%s</hash><url>%s/f/%s</url></file>'
+                           % (file_name, ML_SIZE, digest, base, file_name))
+        document = ('<?xml version="1.0" encoding="UTF-8"?>\n<metalink xmlns="urn:ietf:params:xml:ns:metalink">\n'
+                    "%s\n</metalink>\n" % "\n".join(entries))
+        write_file(os.path.join(directory, "many.meta4"), document.encode())
+        scenario.update(input="%s/many.meta4" % base, files=files, bytes=ML_COUNTS[name] * ML_SIZE)
     elif name == "p5":
         entries, files = [], {}
         for index in range(1, P5_FILES + 1):
@@ -642,7 +700,18 @@ def commands(scenario, out, state, binaries):
         return plain_commands(scenario, out, state, binaries)
     if name == "kill":
         return kill_commands(scenario, out, state, binaries)
+    if name in RESOLVE_SCENARIOS:
+        tessera = [binaries["tessera_cli"], "resolve", scenario["input"]]
+        if name == "p8":
+            return {"tessera": tessera}
+        ytdlp = [binaries["yt-dlp"], "--ignore-config", "--no-cache-dir", "--proxy", "", "-J", scenario["input"]]
+        return {"tessera": tessera, "yt-dlp": ytdlp}
     tessera = tessera_get(binaries, [scenario["input"]], out, state)
+    if name in ML_COUNTS:
+        aria2 = ["aria2c", "--no-conf", "-d", out, "-j", str(PARALLEL), "--follow-metalink=mem", "--all-proxy=",
+                 "--file-allocation=none", "--console-log-level=warn", "--summary-interval=0",
+                 "--download-result=hide", "-q", scenario["input"]]
+        return {"tessera": tessera + ["-j", str(PARALLEL)], "aria2c": aria2}
     if name == "p5":
         tessera += ["-j", str(P5_JOBS)]
     tessera += ["-N", str(PARALLEL)]
@@ -790,10 +859,12 @@ def verify(scenario, out, tool=None):
     document's file names with their sha-256."""
     if scenario["name"] in PLAIN_SCENARIOS:
         return verify_plain(scenario, out)
+    if scenario["name"] in RESOLVE_SCENARIOS:
+        return None  # nothing is written; the exit status says whether it resolved
     if tool in scenario.get("segment_tools", ()):
         return verify_segment_files(scenario, out)
     found = output_files(out)
-    if scenario["name"] == "p5":
+    if "files" in scenario:
         for name, (size, digest) in scenario["files"].items():
             if name not in found:
                 return "missing output %s (have %s)" % (name, sorted(found)[:10])
@@ -1192,7 +1263,7 @@ def main():
         if not os.access(binaries["tessera_cli"], os.X_OK):
             raise BenchError("no tessera CLI at %s: build it with "
                              "`swift build -c release --product tessera`" % binaries["tessera_cli"])
-    if {"p3", "p4"} & set(scenarios):
+    if {"p3", "p4", "p7"} & set(scenarios):
         binaries["yt-dlp"] = os.path.abspath(args.yt_dlp) if args.yt_dlp else ensure_yt_dlp()
         if not os.access(binaries["yt-dlp"], os.X_OK):
             raise BenchError("no yt-dlp at %s" % binaries["yt-dlp"])

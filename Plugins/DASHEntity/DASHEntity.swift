@@ -193,24 +193,19 @@ public final class DASHEntity: PayloadEntity<DASHPayload>, DownloadParserProtoco
                     "the MPD's representation id \"\(SafePathText.printable(representation.id))\" at line \(representation.element.line) cannot be a file name: \(error.message)",
                     url: url.absoluteString)
             }
-            var segments: [DownloadSegment] = []
+            var segments = SegmentList()
             var lastInitialization: DownloadSegment?
             var firstMedia: DownloadSegment?
             for plan in plans[index] {
-                var built = try plan.segments()
-                if plan.initialization != nil {
-                    let initialization = built[0]
-                    if let lastInitialization, lastInitialization.urls == initialization.urls,
-                        lastInitialization.range == initialization.range
-                    {
-                        built.removeFirst()
+                let (initialization, media) = try plan.segments()
+                if let initialization {
+                    if lastInitialization?.urls != initialization.urls || lastInitialization?.range != initialization.range {
+                        segments.append(initialization)
                     }
                     lastInitialization = initialization
                 }
-                if firstMedia == nil {
-                    firstMedia = plan.initialization == nil ? built.first : built.dropFirst().first
-                }
-                segments.append(contentsOf: built)
+                if firstMedia == nil { firstMedia = media.first }
+                segments.append(contentsOf: media)
             }
             let ext = Self.fileExtension(mimeType: representation.mimeType, segment: firstMedia)
             let name = try SafePath.relative("\(directory)/\(idName).\(ext)")

@@ -55,54 +55,70 @@ struct SegmentPlan {
         }
     }
 
-    /// Builds the segments: the initialization segment first, then the media segments in order.
-    func segments() throws(DownloadError) -> [DownloadSegment] {
-        var segments: [DownloadSegment] = []
-        segments.reserveCapacity(Int(segmentCount))
+    /// Builds the segments: the initialization segment, if any, and the media segments, in the
+    /// compact form of ``SegmentList`` (a pattern and a numbering, or the references as text).
+    func segments() throws(DownloadError) -> (initialization: DownloadSegment?, media: SegmentList) {
         let representation = self.representation
         let context = "a segment URL of the representation \"\(SafePathText.printable(representation.id))\""
-        if let initialization {
-            segments.append(try segment(initialization.url, range: initialization.range, context: context))
+        let initialization = try self.initialization.map { reference throws(DownloadError) in
+            try segment(reference.url, range: reference.range, context: context)
         }
-        switch media {
+        let media: SegmentList
+        switch self.media {
         case .wholeFile:
-            segments.append(try segment(nil, range: nil, context: context))
+            media = [try segment(nil, range: nil, context: context)]
         case .list(let references):
-            for reference in references {
-                segments.append(try segment(reference.url, range: reference.range, context: context))
-            }
+            var builder = try SegmentList.Builder(bases: representation.bases, context: context)
+            for reference in references { try builder.append(reference: reference.url, range: reference.range) }
+            media = builder.list()
         case .once(let template):
-            segments.append(try segment(
+            media = [try segment(
                 template.expand(representationID: representation.id, bandwidth: representation.bandwidth), range: nil,
-                context: context))
+                context: context)]
         case .fixed(let template, let startNumber, let duration):
-            for index in 0..<Int64(mediaCount) {
-                let (number, overflow) = startNumber.addingReportingOverflow(index)
-                let (time, timeOverflow) = index.multipliedReportingOverflow(by: duration)
-                if overflow || timeOverflow { throw MPDErrors.invalid(element, "numbers its segments past 2^63") }
-                let reference = template.expand(
-                    representationID: representation.id, bandwidth: representation.bandwidth, number: number, time: time)
-                segments.append(try segment(reference, range: nil, context: context))
+            let numbering: SegmentNumbering
+            do {
+                numbering = try SegmentNumbering(firstNumber: startNumber, count: Int(mediaCount), duration: duration)
+            } catch {
+                throw MPDErrors.invalid(element, error.message)
             }
+            media = try .numbered(pattern(template), against: representation.bases, numbering: numbering, context: context)
         case .timeline(let template, let startNumber, let entries):
-            var number = Int128(startNumber)
+            var runs: [SegmentNumbering.Run] = []
+            runs.reserveCapacity(entries.count)
             for entry in entries {
-                guard entry.start + (entry.count - 1) * entry.duration <= Int128(Int64.max),
-                    number + entry.count - 1 <= Int128(Int64.max)
+                guard entry.start >= 0, entry.duration >= 0, entry.start <= Int128(Int64.max), entry.duration <= Int128(Int64.max),
+                    entry.count >= 0, entry.count <= Int128(Int.max)
                 else {
                     throw MPDErrors.invalid(element, "has segment times or numbers past 2^63")
                 }
-                for repetition in 0..<Int64(entry.count) {
-                    let time = Int64(entry.start + Int128(repetition) * entry.duration)
-                    let reference = template.expand(
-                        representationID: representation.id, bandwidth: representation.bandwidth, number: Int64(number),
-                        time: time)
-                    segments.append(try segment(reference, range: nil, context: context))
-                    number += 1
-                }
+                runs.append(SegmentNumbering.Run(start: Int64(entry.start), duration: Int64(entry.duration), count: Int(entry.count)))
             }
+            let numbering: SegmentNumbering
+            do {
+                numbering = try SegmentNumbering(firstNumber: startNumber, runs: runs)
+            } catch {
+                throw MPDErrors.invalid(element, "has segment times or numbers past 2^63")
+            }
+            media = try .numbered(pattern(template), against: representation.bases, numbering: numbering, context: context)
         }
-        return segments
+        return (initialization, media)
+    }
+
+    /// The template with everything but the number and the time filled in.
+    private func pattern(_ template: URLTemplate) -> SegmentURLPattern {
+        func format(_ format: URLTemplate.NumberFormat) -> SegmentURLPattern.NumberFormat {
+            SegmentURLPattern.NumberFormat(width: format.width, radix: format.radix, uppercase: format.uppercase)
+        }
+        return SegmentURLPattern(template.parts.map { part in
+            switch part {
+            case .literal(let text): .text(text)
+            case .representationID: .text(representation.id)
+            case .bandwidth(let numberFormat): .text(representation.bandwidth.map(numberFormat.format) ?? "")
+            case .number(let numberFormat): .number(format(numberFormat))
+            case .time(let numberFormat): .time(format(numberFormat))
+            }
+        })
     }
 
     /// One segment: `reference` resolved against every BaseURL candidate (primary first, the
@@ -111,7 +127,7 @@ struct SegmentPlan {
         let bases = representation.bases
         var urls: [URL]
         if let reference {
-            if Self.isAbsolute(reference) || bases.count == 1 {
+            if URLSafety.hasScheme(reference) || bases.count == 1 {
                 urls = [try URLSafety.resolve(reference, against: bases.first, context: context)]
             } else {
                 urls = []
@@ -124,15 +140,6 @@ struct SegmentPlan {
             urls = bases
         }
         return DownloadSegment(urls: urls, range: range, expectedSize: range?.length)
-    }
-
-    /// Whether a reference carries its own scheme (`http://…`, also `javascript:` and such,
-    /// which URLSafety then refuses).
-    static func isAbsolute(_ reference: String) -> Bool {
-        guard let colon = reference.firstIndex(of: ":") else { return false }
-        let scheme = reference[..<colon].trimmingCharacters(in: .whitespaces)
-        guard let first = scheme.first, first.isLetter else { return false }
-        return scheme.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == ".") }
     }
 }
 

@@ -215,29 +215,41 @@ enum HLSLine {
     case uri(Substring)
 
     init(_ line: Substring) {
-        let trimmed = line.drop(while: { $0 == " " || $0 == "\t" })
-        if trimmed.allSatisfy({ $0 == " " || $0 == "\t" }) {
+        // Byte by byte: every delimiter is ASCII, so the indices found are character boundaries.
+        let utf8 = line.utf8
+        let space = UInt8(ascii: " "), tab = UInt8(ascii: "\t")
+        guard let start = utf8.firstIndex(where: { $0 != space && $0 != tab }) else {
             self = .ignorable
-        } else if trimmed.hasPrefix("#EXT") {
-            if let colon = trimmed.firstIndex(of: ":") {
-                self = .tag(name: trimmed[..<colon], value: trimmed[trimmed.index(after: colon)...])
+            return
+        }
+        let trimmed = line[start...]
+        if trimmed.utf8.starts(with: "#EXT".utf8) {
+            if let colon = trimmed.utf8.firstIndex(of: UInt8(ascii: ":")) {
+                self = .tag(name: trimmed[..<colon], value: trimmed[trimmed.utf8.index(after: colon)...])
             } else {
                 self = .tag(name: Self.trimTrailing(trimmed), value: nil)
             }
-        } else if trimmed.hasPrefix("#") {
+        } else if trimmed.utf8.first == UInt8(ascii: "#") {
             self = .ignorable
         } else {
             self = .uri(Self.trimTrailing(trimmed))
         }
     }
 
+    /// `text` without the spaces and tabs around it; other white space (rare) is trimmed as
+    /// Foundation does.
+    static func trimmed(_ text: Substring) -> Substring {
+        let utf8 = text.utf8
+        guard let first = utf8.first, let last = utf8.last else { return text }
+        func isSpace(_ byte: UInt8) -> Bool { byte == 0x20 || (0x09...0x0D).contains(byte) || byte >= 0x80 }
+        guard isSpace(first) || isSpace(last) else { return text }
+        return Substring(text.trimmingCharacters(in: .whitespaces))
+    }
+
     private static func trimTrailing(_ text: Substring) -> Substring {
-        var end = text.endIndex
-        while end > text.startIndex {
-            let previous = text.index(before: end)
-            guard text[previous] == " " || text[previous] == "\t" else { break }
-            end = previous
+        guard let last = text.utf8.lastIndex(where: { $0 != UInt8(ascii: " ") && $0 != UInt8(ascii: "\t") }) else {
+            return text[text.startIndex..<text.startIndex]
         }
-        return text[..<end]
+        return text[...last]
     }
 }

@@ -165,7 +165,7 @@ public final class HLSEntity: PayloadEntity<HLSEntityPayload>, DownloadParserPro
         let fileExtension = Self.fileExtension(for: media, kind: kind)
         let output = DownloadOutput(
             name: try SafePath.relative("\(name).\(fileExtension)"), assembly: .concatenated,
-            segments: media.downloadSegments(), media: MediaInfo(kind: kind, identifier: name))
+            segments: try media.downloadSegments(), media: MediaInfo(kind: kind, identifier: name))
         return DownloadManifest(
             title: name, outputs: [output], sourceURL: media.url,
             metadata: ["playlist": "media", "duration": Self.seconds(media.duration)])
@@ -261,7 +261,7 @@ public final class HLSEntity: PayloadEntity<HLSEntityPayload>, DownloadParserPro
             let name = try Self.outputName(
                 directory: directory, identifier: job.identifier, fileExtension: Self.fileExtension(for: playlist, kind: job.kind))
             outputs.append(DownloadOutput(
-                name: name, assembly: .concatenated, segments: playlist.downloadSegments(), isSelected: job.isSelected,
+                name: name, assembly: .concatenated, segments: try playlist.downloadSegments(), isSelected: job.isSelected,
                 media: job.media))
             if job.isSelected, metadata["duration"] == nil { metadata["duration"] = Self.seconds(playlist.duration) }
         }

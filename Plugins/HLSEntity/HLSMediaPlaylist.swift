@@ -20,23 +20,23 @@ public struct HLSMediaPlaylist: Sendable, Hashable {
     public var playlistType: String?
     /// Whether the playlist has `#EXT-X-ENDLIST`.
     public var hasEndList: Bool
-    /// The media segments, in order (`#EXT-X-GAP` segments left out).
-    public var segments: [HLSSegment]
+    /// The media segments, in order (`#EXT-X-GAP` segments left out), kept compactly.
+    public var segments: HLSSegments
 
     /// The sum of the segments' `#EXTINF` durations, in seconds.
-    public var duration: Double { segments.reduce(0) { $0 + $1.duration } }
+    public var duration: Double { segments.totalDuration }
 
     /// Whether any segment has an initialisation section (`#EXT-X-MAP`): fragmented MP4
     /// (or another format that needs one).
-    public var hasInitSection: Bool { segments.contains { $0.initSection != nil } }
+    public var hasInitSection: Bool { segments.indices.contains { segments.initSection(at: $0) != nil } }
 
     /// How many segments ``downloadSegments()`` returns: the media segments plus one for each
     /// initialisation section that comes into effect.
     public var downloadSegmentCount: Int {
         var count = 0
         var current: HLSInitSection?
-        for segment in segments {
-            if let map = segment.initSection, !map.hasSameContent(as: current) {
+        for index in segments.indices {
+            if let map = segments.initSection(at: index), !map.hasSameContent(as: current) {
                 count += 1
                 current = map
             }
@@ -48,23 +48,10 @@ public struct HLSMediaPlaylist: Sendable, Hashable {
     /// The segments of the concatenated output: an initialisation section before the first
     /// media segment it applies to (again whenever a different `#EXT-X-MAP` takes effect), then
     /// the media segments, each with its range and encryption. Encrypted segments carry no
-    /// expected size (the decrypted size is known only after decryption).
-    public func downloadSegments() -> [DownloadSegment] {
-        var result: [DownloadSegment] = []
-        result.reserveCapacity(downloadSegmentCount)
-        var current: HLSInitSection?
-        for segment in segments {
-            if let map = segment.initSection, !map.hasSameContent(as: current) {
-                result.append(DownloadSegment(
-                    urls: [map.url], range: map.range, expectedSize: map.encryption == nil ? map.range?.length : nil,
-                    encryption: map.encryption))
-                current = map
-            }
-            result.append(DownloadSegment(
-                urls: [segment.url], range: segment.range,
-                expectedSize: segment.encryption == nil ? segment.range?.length : nil, encryption: segment.encryption))
-        }
-        return result
+    /// expected size (the decrypted size is known only after decryption). The list is compact:
+    /// the URIs are kept as text and resolved when a segment is read.
+    public func downloadSegments() throws(DownloadError) -> SegmentList {
+        try segments.downloadList()
     }
 }
 
@@ -123,8 +110,7 @@ extension HLSMediaPlaylist {
         self.url = url
         mediaSequence = 0
         hasEndList = false
-        segments = []
-        segments.reserveCapacity(segmentCount)
+        segments = HLSSegments(base: url, capacity: segmentCount)
         let source = url.absoluteString
         func invalid(_ message: String) -> DownloadError { DownloadError(.manifestInvalid, message, url: source) }
 
@@ -134,7 +120,7 @@ extension HLSMediaPlaylist {
         var pendingGap = false
         var keys: [String: KeyTag] = [:]
         var map: HLSInitSection?
-        var previous: (url: URL, end: Int64?)?
+        var previous: (url: String, end: Int64?)?
         var index: UInt64 = 0
         var sawSegment = false
 
@@ -205,9 +191,9 @@ extension HLSMediaPlaylist {
                 case "#EXTINF":
                     guard let value, !value.isEmpty else { throw invalid("line \(number): #EXTINF has no duration") }
                     let comma = value.firstIndex(of: ",")
-                    let durationText = value[..<(comma ?? value.endIndex)].trimmingCharacters(in: .whitespaces)
+                    let durationText = HLSLine.trimmed(value[..<(comma ?? value.endIndex)])
                     guard let duration = Double(durationText), duration.isFinite, duration >= 0 else {
-                        throw invalid("line \(number): #EXTINF duration is not a number: \"\(HLSAttributeList.excerpt(durationText))\"")
+                        throw invalid("line \(number): #EXTINF duration is not a number: \"\(HLSAttributeList.excerpt(String(durationText)))\"")
                     }
                     let title = comma.map { String(value[value.index(after: $0)...]) }.flatMap { $0.isEmpty ? nil : $0 }
                     pendingInfo = (duration, title, number)
@@ -268,7 +254,11 @@ extension HLSMediaPlaylist {
                 guard let info = pendingInfo else {
                     throw invalid("line \(number): the segment \"\(HLSAttributeList.excerpt(String(reference)))\" has no #EXTINF before it")
                 }
-                let segmentURL = try URLSafety.resolve(String(reference), against: url, context: "line \(number): the segment URI")
+                let reference = String(reference)
+                guard segments.canAppend(reference) else {
+                    throw DownloadError(.manifestTooLarge, "the media playlist's segment URIs add up to more than 4 GB", url: source)
+                }
+                let segmentURL = try segments.absoluteText(of: reference, line: number)
                 var range: ByteRange?
                 if let pending = pendingRange {
                     let offset: Int64
@@ -290,9 +280,9 @@ extension HLSMediaPlaylist {
                 guard !overflow else { throw invalid("line \(number): the media sequence number overflows") }
                 let encryption = try effectiveEncryption(sequence: sequence, line: number, what: "the segment")
                 if !pendingGap {
-                    segments.append(HLSSegment(
-                        url: segmentURL, range: range, duration: info.duration, title: info.title, mediaSequence: sequence,
-                        encryption: encryption, initSection: map, isDiscontinuity: pendingDiscontinuity, line: number))
+                    segments.append(
+                        reference: reference, range: range, duration: info.duration, title: info.title, sequence: sequence,
+                        encryption: encryption, initSection: map, isDiscontinuity: pendingDiscontinuity, line: number)
                 }
                 previous = (segmentURL, range.map { $0.offset + $0.length! })
                 pendingInfo = nil

@@ -30,7 +30,7 @@ import TesseraTestSupport
         #expect(playlist.hasEndList)
         #expect(abs(playlist.duration - 21.021) < 0.0001)
         #expect(!playlist.hasInitSection)
-        let segments = playlist.downloadSegments()
+        let segments = try playlist.downloadSegments()
         #expect(segments.count == 3)
         #expect(segments.allSatisfy { $0.range == nil && $0.encryption == nil && $0.expectedSize == nil })
     }
@@ -96,7 +96,7 @@ import TesseraTestSupport
             #EXT-X-ENDLIST
             """)
         #expect(playlist.segments.map(\.isDiscontinuity) == [false, true, true])
-        #expect(playlist.downloadSegments().map { $0.urls[0].lastPathComponent } == ["a.ts", "ad.ts", "b.ts"])
+        #expect(try playlist.downloadSegments().map { $0.urls[0].lastPathComponent } == ["a.ts", "ad.ts", "b.ts"])
     }
 
     @Test func gapSegmentsAreLeftOutButCountInTheSequence() throws {
@@ -158,7 +158,7 @@ import TesseraTestSupport
             ByteRange(offset: 0, length: 1000), ByteRange(offset: 1000, length: 2000), ByteRange(offset: 3000, length: 500),
             ByteRange(offset: 10000, length: 700), ByteRange(offset: 10700, length: 300), ByteRange(offset: 0, length: 64),
         ])
-        let segments = playlist.downloadSegments()
+        let segments = try playlist.downloadSegments()
         #expect(segments.map(\.expectedSize) == [1000, 2000, 500, 700, 300, 64])
         #expect(segments.map(\.urls) == Array(repeating: [URL(string: "https://cdn.example.com/show/720p/all.ts")!], count: 5)
             + [[URL(string: "https://cdn.example.com/show/720p/other.ts")!]])
@@ -187,7 +187,7 @@ import TesseraTestSupport
             """)
         #expect(playlist.hasInitSection)
         #expect(playlist.downloadSegmentCount == 4)
-        let segments = playlist.downloadSegments()
+        let segments = try playlist.downloadSegments()
         let main = URL(string: "https://cdn.example.com/show/720p/main.mp4")!
         #expect(segments.map(\.urls) == Array(repeating: [main], count: 4))
         #expect(segments.map(\.range) == [
@@ -219,7 +219,7 @@ import TesseraTestSupport
             #EXT-X-MAP:URI="init-c.mp4",BYTERANGE="600"
             #EXT-X-ENDLIST
             """)
-        let segments = playlist.downloadSegments()
+        let segments = try playlist.downloadSegments()
         // A repeated identical map is not repeated; a map after the last segment applies to nothing.
         #expect(segments.map { $0.urls[0].lastPathComponent } == ["init-a.mp4", "a1.m4s", "a2.m4s", "init-b.mp4", "b1.m4s", "b2.m4s"])
         #expect(segments[3].range == ByteRange(offset: 200, length: 800))
@@ -264,7 +264,7 @@ import TesseraTestSupport
         ])
         #expect(AES128CBC.sequenceIV(7794) == [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x1E, 0x72])
         // Encrypted segments have no expected size: it is the decrypted size that lands on disk.
-        #expect(playlist.downloadSegments().allSatisfy { $0.expectedSize == nil && $0.encryption != nil })
+        #expect(try playlist.downloadSegments().allSatisfy { $0.expectedSize == nil && $0.encryption != nil })
     }
 
     @Test func anExplicitIVAndMethodNoneAndAnEncryptedMap() throws {
@@ -289,7 +289,7 @@ import TesseraTestSupport
         let key1 = URL(string: "https://cdn.example.com/show/720p/keys/1.key")!
         let key2 = URL(string: "https://cdn.example.com/show/720p/keys/2.key")!
         let iv: [UInt8] = [0x00, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xAA, 0xBB, 0xCC, 0xDD, 0xEE, 0xFF]
-        let segments = playlist.downloadSegments()
+        let segments = try playlist.downloadSegments()
         #expect(segments.map { $0.urls[0].lastPathComponent } == ["init.mp4", "a.m4s", "packed.m4s", "clear.m4s", "b.m4s"])
         #expect(segments.map(\.encryption) == [
             SegmentEncryption(method: .aes128, keyURL: key1, iv: iv),

@@ -38,3 +38,43 @@ public enum URLSafety {
         return url
     }
 }
+
+extension URLSafety {
+    /// Whether a reference carries its own scheme (`http://…`, also `javascript:` and such,
+    /// which ``check(_:context:)`` then refuses): it is resolved against no base, and it names
+    /// one URL even where relative references get one per mirror base.
+    public static func hasScheme(_ reference: String) -> Bool {
+        guard let colon = reference.firstIndex(of: ":") else { return false }
+        let scheme = reference[..<colon].trimmingCharacters(in: .whitespaces)
+        guard let first = scheme.first, first.isLetter else { return false }
+        return scheme.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == ".") }
+    }
+
+    /// Whether `reference` is a plain relative path (unreserved characters and `/`, no dot
+    /// segment, no `//`): appending it to ``directory(of:)`` of a base is then exactly its
+    /// resolution against that base (RFC 3986 §5.2), and the result is as safe as the base.
+    /// Manifests of many segments keep such references as text.
+    public static func isPlainRelative(_ reference: String) -> Bool {
+        var previous = UInt8(ascii: "/")
+        for byte in reference.utf8 {
+            switch byte {
+            case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "~"):
+                break
+            case UInt8(ascii: "."), UInt8(ascii: "/"):
+                if previous == UInt8(ascii: "/") { return false }
+            default:
+                return false
+            }
+            previous = byte
+        }
+        return !reference.isEmpty
+    }
+
+    /// The absolute text that a plain relative reference is appended to: `base` resolved up to
+    /// its last `/` (without query or fragment); empty when `base` has none.
+    public static func directory(of base: URL) -> String {
+        guard let probe = URL(string: "x", relativeTo: base)?.absoluteString, probe.hasSuffix("x") else { return "" }
+        return String(probe.dropLast())
+    }
+}

@@ -1090,9 +1090,9 @@ final class ManagedTask {
         var known: Int64 = 0
         for output in manifest.outputs where mode == .cacheOnly || output.isSelected {
             segments += output.segments.count
-            for segment in output.segments {
-                if let size = segment.knownSize, segment.encryption == nil { known = known.saturatingAdding(size) } else { unknown += 1 }
-            }
+            let sizes = output.segments.sizeSummary
+            known = known.saturatingAdding(sizes.knownBytes)
+            unknown += sizes.unknownCount
         }
         summary.segmentCount = segments
         summary.knownBytes = known
@@ -1134,14 +1134,9 @@ extension DownloadManifest {
     func hasSameSegments(as other: DownloadManifest) -> Bool {
         guard outputs.count == other.outputs.count else { return false }
         for (mine, theirs) in zip(outputs, other.outputs) {
-            guard mine.name == theirs.name, mine.assembly == theirs.assembly, mine.segments.count == theirs.segments.count
+            // Header fields count: an If-Match names the version the pieces belong to.
+            guard mine.name == theirs.name, mine.assembly == theirs.assembly, mine.segments.hasSameLayout(as: theirs.segments)
             else { return false }
-            for (a, b) in zip(mine.segments, theirs.segments) {
-                // Header fields count: an If-Match names the version the pieces belong to.
-                guard a.range == b.range, a.expectedSize == b.expectedSize, a.checksum == b.checksum, a.offset == b.offset,
-                    a.name == b.name, a.headers == b.headers
-                else { return false }
-            }
         }
         return true
     }

@@ -80,12 +80,15 @@ final class OutputWriter: Sendable {
             finalPath: finalPath, done: Bitfield(count: count), sizes: [],
             journaled: kind == .ordered || kind == .pieces)
         if kind == .ordered {
-            initial.sizes = output.segments.map { segment in
-                segment.encryption == nil ? (segment.knownSize ?? -1) : -1
-            }
+            initial.sizes = Self.sizes(of: output.segments)
             Self.extendOffsets(&initial)
         }
         state = Mutex(initial)
+    }
+
+    /// Each segment's size when it is known before its bytes come (-1: not).
+    private static func sizes(of segments: SegmentList) -> [Int64] {
+        segments.indices.map { segments.isEncrypted(at: $0) ? -1 : (segments.knownSize(at: $0) ?? -1) }
     }
 
     var finalPath: String { state.withLock { $0.finalPath } }
@@ -290,7 +293,7 @@ final class OutputWriter: Sendable {
             state.done = Bitfield(count: output.segments.count)
             state.parked.removeAll()
             if kind == .ordered {
-                state.sizes = output.segments.map { $0.encryption == nil ? ($0.knownSize ?? -1) : -1 }
+                state.sizes = Self.sizes(of: output.segments)
                 state.offsets = [0]
                 Self.extendOffsets(&state)
             }

@@ -603,7 +603,9 @@ extension TaskRun {
             guard let checksum = segment.checksum else { return }
             _ = try? cache.insert(cacheKey(0, of: writer), from: path, checksum: checksum)
         case .ordered:
-            for (index, segment) in writer.output.segments.enumerated() where segment.checksum != nil && segment.encryption == nil {
+            let segments = writer.output.segments
+            guard segments.hasChecksums else { return }
+            for (index, segment) in segments.enumerated() where segment.checksum != nil && segment.encryption == nil {
                 guard let offset = writer.offset(of: index), let size = writer.size(of: index), size > 0 else { continue }
                 let key = cacheKey(index, of: writer)
                 guard !cache.contains(key) else { continue }

@@ -291,9 +291,9 @@ struct TaskRun: Sendable {
                 }
                 doneSegments += writer.doneCount
                 segmentCount += output.segments.count
-                for segment in output.segments {
-                    if let size = segment.knownSize, segment.encryption == nil { knownBytes = knownBytes.saturatingAdding(size) } else { unknown += 1 }
-                }
+                let sizes = output.segments.sizeSummary
+                knownBytes = knownBytes.saturatingAdding(sizes.knownBytes)
+                unknown += sizes.unknownCount
                 writers[index] = writer
             }
             progress.reset(
@@ -317,10 +317,11 @@ struct TaskRun: Sendable {
             var bytes = writer.restore(from: record)
             // Bytes the journal claims were checked by size; a segment with a checksum is checked
             // again (a kill may have come between its bytes and their verification).
-            for (index, segment) in output.segments.enumerated() where writer.isDone(index) {
-                guard let checksum = segment.checksum, segment.encryption == nil else { continue }
-                let offset = writer.kind == .pieces ? segment.pieceOffset : writer.offset(of: index)
-                guard let offset, let size = writer.kind == .pieces ? segment.knownSize : writer.size(of: index) else { continue }
+            let segments = output.segments, hasChecksums = segments.hasChecksums
+            for index in segments.indices where hasChecksums && writer.isDone(index) {
+                guard let checksum = segments.checksum(at: index), !segments.isEncrypted(at: index) else { continue }
+                let offset = writer.kind == .pieces ? segments.pieceOffset(at: index) : writer.offset(of: index)
+                guard let offset, let size = writer.kind == .pieces ? segments.knownSize(at: index) : writer.size(of: index) else { continue }
                 if (try? checksum.verify(fileAt: writer.partPath, range: ByteRange(offset: offset, length: max(1, size)))) == nil {
                     writer.setDone(index, false)
                     bytes -= size
@@ -403,10 +404,10 @@ struct TaskRun: Sendable {
     static func demand(of manifest: DownloadManifest, mode: DownloadTaskMode, shared: RunShared) -> [String: Int] {
         var demand: [String: Int] = [:]
         for output in manifest.outputs where mode == .cacheOnly || output.isSelected {
-            for segment in output.segments {
-                let url = segment.urls.first { !shared.isDead($0) } ?? segment.urls[0]
-                demand[hostKey(url), default: 0] += 1
+            let hosts = output.segments.countByHost { segment in
+                hostKey(segment.urls.first { !shared.isDead($0) } ?? segment.urls[0])
             }
+            demand.merge(hosts, uniquingKeysWith: +)
         }
         return demand
     }

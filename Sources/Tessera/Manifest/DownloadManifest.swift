@@ -94,8 +94,9 @@ public struct DownloadOutput: Sendable, Codable, Hashable {
     public var name: String
     /// How segments become the file.
     public var assembly: Assembly
-    /// The segments, in order.
-    public var segments: [DownloadSegment]
+    /// The segments, in order: explicit, or in the compact form a large manifest needs (see
+    /// ``SegmentList``).
+    public var segments: SegmentList
     /// The size of the finished file, when known.
     public var expectedSize: Int64?
     /// A checksum of the finished file, verified after assembly.
@@ -110,9 +111,19 @@ public struct DownloadOutput: Sendable, Codable, Hashable {
     /// manager's work directory.
     public var isNamedByResponse: Bool
 
-    /// Creates an output.
+    /// Creates an output from explicit segments.
     public init(
         name: String, assembly: Assembly = .concatenated, segments: [DownloadSegment], expectedSize: Int64? = nil,
+        checksum: Checksum? = nil, isSelected: Bool = true, media: MediaInfo? = nil, isNamedByResponse: Bool = false
+    ) {
+        self.init(
+            name: name, assembly: assembly, segments: SegmentList(segments), expectedSize: expectedSize, checksum: checksum,
+            isSelected: isSelected, media: media, isNamedByResponse: isNamedByResponse)
+    }
+
+    /// Creates an output from a segment list (compact or explicit).
+    public init(
+        name: String, assembly: Assembly = .concatenated, segments: SegmentList, expectedSize: Int64? = nil,
         checksum: Checksum? = nil, isSelected: Bool = true, media: MediaInfo? = nil, isNamedByResponse: Bool = false
     ) {
         self.isNamedByResponse = isNamedByResponse
@@ -130,8 +141,8 @@ public struct DownloadOutput: Sendable, Codable, Hashable {
     public var knownSize: Int64? {
         if let expectedSize { return expectedSize }
         var total: Int64 = 0
-        for segment in segments {
-            guard let size = segment.knownSize else { return nil }
+        for index in segments.indices {
+            guard let size = segments.knownSize(at: index) else { return nil }
             total = total.saturatingAdding(size)
         }
         return total
@@ -145,7 +156,7 @@ public struct DownloadOutput: Sendable, Codable, Hashable {
         let container = try decoder.container(keyedBy: CodingKeys.self)
         name = try container.decode(String.self, forKey: .name)
         assembly = try container.decode(Assembly.self, forKey: .assembly)
-        segments = try container.decode([DownloadSegment].self, forKey: .segments)
+        segments = try container.decode(SegmentList.self, forKey: .segments)
         expectedSize = try container.decodeIfPresent(Int64.self, forKey: .expectedSize)
         checksum = try container.decodeIfPresent(Checksum.self, forKey: .checksum)
         isSelected = try container.decode(Bool.self, forKey: .isSelected)
@@ -163,17 +174,17 @@ public struct DownloadOutput: Sendable, Codable, Hashable {
         if let expectedSize, expectedSize > DownloadManifest.maxTotalBytes {
             throw DownloadError(.manifestInvalid, "\"\(name)\" has a size of \(expectedSize) bytes, more than 1 EiB")
         }
+        try segments.validate(in: self)
         var names = Set<String>()
         var sum: Int64 = 0
-        for (index, segment) in segments.enumerated() {
-            try segment.validate(in: self, index: index)
+        for index in segments.indices {
             // (Each size is at most maxTotalBytes: the sum of two cannot overflow.)
-            sum += segment.knownSize ?? 0
+            sum += segments.knownSize(at: index) ?? 0
             guard sum <= DownloadManifest.maxTotalBytes else {
                 throw DownloadError(.manifestInvalid, "the segments of \"\(name)\" add up to more than 1 EiB")
             }
             if assembly == .separateFiles {
-                let name = try SafePath.relative(segment.name ?? "")
+                let name = try SafePath.relative(segments.name(at: index) ?? "")
                 guard names.insert(name).inserted else {
                     throw DownloadError(.manifestInvalid, "two segments of \"\(self.name)\" are named \"\(name)\"")
                 }
@@ -181,8 +192,8 @@ public struct DownloadOutput: Sendable, Codable, Hashable {
         }
         if assembly == .pieces {
             // Pieces must not overlap and must fit the declared size.
-            let spans = segments.compactMap { segment -> (Int64, Int64)? in
-                guard let offset = segment.pieceOffset, let size = segment.knownSize else { return nil }
+            let spans = segments.indices.compactMap { index -> (Int64, Int64)? in
+                guard let offset = segments.pieceOffset(at: index), let size = segments.knownSize(at: index) else { return nil }
                 return (offset, offset + size)
             }.sorted { $0.0 < $1.0 }
             for (previous, next) in zip(spans, spans.dropFirst()) where previous.1 > next.0 {
@@ -246,20 +257,9 @@ public struct DownloadSegment: Sendable, Codable, Hashable {
         let label = "segment \(index + 1) of \"\(output.name)\""
         guard !urls.isEmpty else { throw DownloadError(.manifestInvalid, "\(label) has no URL") }
         for url in urls { try URLSafety.check(url, context: label) }
-        if let expectedSize, expectedSize < 0 {
-            throw DownloadError(.manifestInvalid, "\(label) has a negative size")
-        }
-        if let expectedSize, expectedSize > DownloadManifest.maxTotalBytes {
-            throw DownloadError(.manifestInvalid, "\(label) has a size of \(expectedSize) bytes, more than 1 EiB")
-        }
-        if let range, range.offset > DownloadManifest.maxTotalBytes || (range.length ?? 0) > DownloadManifest.maxTotalBytes - range.offset {
-            throw DownloadError(.manifestInvalid, "\(label) has a range that ends past 1 EiB")
-        }
+        try Self.validate(range: range, expectedSize: expectedSize, encrypted: encryption != nil, label: label)
         if let offset, offset < 0 || offset > DownloadManifest.maxTotalBytes - (knownSize ?? 0) {
             throw DownloadError(.manifestInvalid, "\(label) is placed at \(offset), outside 0 … 1 EiB")
-        }
-        if let length = range?.length, let expectedSize, length != expectedSize, encryption == nil {
-            throw DownloadError(.manifestInvalid, "\(label) has a range of \(length) bytes but a size of \(expectedSize)")
         }
         if headers.firstInvalidField != nil {
             throw DownloadError(.unsafeInput, "\(label) has a header field that cannot be sent")
@@ -269,6 +269,23 @@ public struct DownloadSegment: Sendable, Codable, Hashable {
         }
         if output.assembly == .pieces, knownSize == nil {
             throw DownloadError(.manifestInvalid, "\(label) is a piece without a size")
+        }
+    }
+
+    /// The checks of a segment's size and range: not negative, within 1 EiB, and the same
+    /// length when both are given (unless encrypted: padding).
+    static func validate(range: ByteRange?, expectedSize: Int64?, encrypted: Bool, label: @autoclosure () -> String) throws(DownloadError) {
+        if let expectedSize, expectedSize < 0 {
+            throw DownloadError(.manifestInvalid, "\(label()) has a negative size")
+        }
+        if let expectedSize, expectedSize > DownloadManifest.maxTotalBytes {
+            throw DownloadError(.manifestInvalid, "\(label()) has a size of \(expectedSize) bytes, more than 1 EiB")
+        }
+        if let range, range.offset > DownloadManifest.maxTotalBytes || (range.length ?? 0) > DownloadManifest.maxTotalBytes - range.offset {
+            throw DownloadError(.manifestInvalid, "\(label()) has a range that ends past 1 EiB")
+        }
+        if let length = range?.length, let expectedSize, length != expectedSize, !encrypted {
+            throw DownloadError(.manifestInvalid, "\(label()) has a range of \(length) bytes but a size of \(expectedSize)")
         }
     }
 }

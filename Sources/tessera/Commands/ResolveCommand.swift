@@ -42,8 +42,12 @@ struct ResolveCommand: AsyncParsableCommand {
                         }
                         let manifest = try await parser.resolve(in: context)
                         try manifest.validate(maxSegments: context.maxSegments)
-                        results.append(ResolveReport.entity(entity, input: text, manifest: manifest))
-                        if !json { Terminal.outLines(ResolveReport.text(entity, manifest: manifest, allSegments: allSegments)) }
+                        // The JSON document lists every segment; the text shows the first few.
+                        if json {
+                            results.append(ResolveReport.entity(entity, input: text, manifest: manifest))
+                        } else {
+                            Terminal.outLines(ResolveReport.text(entity, manifest: manifest, allSegments: allSegments))
+                        }
                     } catch {
                         let failure = error as? DownloadError ?? DownloadError(.manifestInvalid, "\(error)")
                         errors.append(["input": text, "id": entity.taskID.description, "code": failure.code.description, "message": failure.message])

@@ -1,0 +1,134 @@
+import Foundation
+import Tessera
+
+/// The media segments of a ``HLSMediaPlaylist``, kept compactly: each segment's URI as written
+/// (resolved when the segment is read), its range, duration, sequence number and line, with the
+/// few encryptions and initialisation sections in tables. A playlist of a million segments costs
+/// tens of bytes per segment, not a `URL` and a struct each.
+public struct HLSSegments: RandomAccessCollection, Sendable, Hashable {
+    /// The playlist's URL, which relative URIs are resolved against, and the text a plain
+    /// relative URI is appended to.
+    let base: URL
+    private let directory: String
+    private var text: [UInt8] = []
+    private var ends: [UInt32] = []
+    private var ranges: [ByteRange?] = []
+    private var durations: [Double] = []
+    private var sequences: [UInt64] = []
+    private var lines: [Int32] = []
+    private var titles: [Int: String] = [:]
+    private var discontinuities: Set<Int> = []
+    private var encryptions: [SegmentEncryption] = []
+    private var encryptionNumbers: [Int32] = []
+    private var initSections: [HLSInitSection] = []
+    private var initSectionNumbers: [Int32] = []
+
+    init(base: URL, capacity: Int) {
+        self.base = base
+        directory = URLSafety.directory(of: base)
+        ends.reserveCapacity(capacity)
+        durations.reserveCapacity(capacity)
+        sequences.reserveCapacity(capacity)
+        lines.reserveCapacity(capacity)
+    }
+
+    public var startIndex: Int { 0 }
+    public var endIndex: Int { ends.count }
+
+    public subscript(index: Int) -> HLSSegment {
+        HLSSegment(
+            url: url(at: index), range: range(at: index), duration: durations[index], title: titles[index],
+            mediaSequence: sequences[index], encryption: encryption(at: index), initSection: initSection(at: index),
+            isDiscontinuity: discontinuities.contains(index), line: Int(lines[index]))
+    }
+
+    /// The URI of the segment at `index`, as written in the playlist.
+    public func reference(at index: Int) -> String {
+        let start = index == 0 ? 0 : Int(ends[index - 1])
+        return String(decoding: text[start..<Int(ends[index])], as: UTF8.self)
+    }
+
+    /// The URL of the segment at `index` (checked when the playlist was parsed).
+    public func url(at index: Int) -> URL {
+        let reference = reference(at: index)
+        if URLSafety.isPlainRelative(reference), !directory.isEmpty, let url = URL(string: directory + reference) { return url }
+        return (try? URLSafety.resolve(reference, against: base)) ?? base
+    }
+
+    /// The byte range of the segment at `index`.
+    public func range(at index: Int) -> ByteRange? { ranges.isEmpty ? nil : ranges[index] }
+
+    /// The encryption of the segment at `index`.
+    public func encryption(at index: Int) -> SegmentEncryption? {
+        guard !encryptionNumbers.isEmpty, encryptionNumbers[index] >= 0 else { return nil }
+        return encryptions[Int(encryptionNumbers[index])]
+    }
+
+    /// The initialisation section of the segment at `index`.
+    public func initSection(at index: Int) -> HLSInitSection? {
+        guard !initSectionNumbers.isEmpty, initSectionNumbers[index] >= 0 else { return nil }
+        return initSections[Int(initSectionNumbers[index])]
+    }
+
+    /// The sum of the durations.
+    var totalDuration: Double { durations.reduce(0, +) }
+
+    /// Appends a segment whose URI was checked (`absolute` is its resolved text).
+    mutating func append(
+        reference: String, range: ByteRange?, duration: Double, title: String?, sequence: UInt64,
+        encryption: SegmentEncryption?, initSection: HLSInitSection?, isDiscontinuity: Bool, line: Int
+    ) {
+        let index = count
+        text.append(contentsOf: reference.utf8)
+        ends.append(UInt32(truncatingIfNeeded: text.count))
+        if let range {
+            if ranges.isEmpty { ranges = Array(repeating: nil, count: index) }
+            ranges.append(range)
+        } else if !ranges.isEmpty {
+            ranges.append(nil)
+        }
+        durations.append(duration)
+        sequences.append(sequence)
+        lines.append(Int32(clamping: line))
+        if let title { titles[index] = title }
+        if isDiscontinuity { discontinuities.insert(index) }
+        Self.record(encryption, in: &encryptions, numbers: &encryptionNumbers, index: index)
+        Self.record(initSection, in: &initSections, numbers: &initSectionNumbers, index: index)
+    }
+
+    /// Notes `value` for segment `index`: the same value as the last one reuses its entry.
+    private static func record<Value: Equatable>(_ value: Value?, in table: inout [Value], numbers: inout [Int32], index: Int) {
+        guard let value else {
+            if !numbers.isEmpty { numbers.append(-1) }
+            return
+        }
+        if numbers.isEmpty { numbers = Array(repeating: -1, count: index) }
+        if table.last != value { table.append(value) }
+        numbers.append(Int32(truncatingIfNeeded: table.count - 1))
+    }
+
+    /// Whether the segment text would overflow the 4 GB the offsets can address.
+    func canAppend(_ reference: String) -> Bool { text.count + reference.utf8.count < Int(UInt32.max) }
+
+    /// The text of `reference` resolved against the playlist, without making a `URL` when it is
+    /// a plain relative path.
+    func absoluteText(of reference: String, line: Int) throws(DownloadError) -> String {
+        if URLSafety.isPlainRelative(reference), !directory.isEmpty { return directory + reference }
+        return try URLSafety.resolve(reference, against: base, context: "line \(line): the segment URI").absoluteString
+    }
+
+    /// The segments of the concatenated output, compact: each initialisation section before the
+    /// first media segment it applies to, then the media segments.
+    func downloadList() throws(DownloadError) -> SegmentList {
+        var builder = try SegmentList.Builder(bases: [base], context: "a segment URL of the playlist")
+        var current: HLSInitSection?
+        for index in indices {
+            if let map = initSection(at: index), !map.hasSameContent(as: current) {
+                try builder.append(reference: map.url.absoluteString, range: map.range, encryption: map.encryption)
+                current = map
+            }
+            try builder.append(reference: reference(at: index), range: range(at: index), encryption: encryption(at: index))
+        }
+        return builder.list()
+    }
+}
