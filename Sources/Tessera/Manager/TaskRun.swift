@@ -244,8 +244,12 @@ struct TaskRun: Sendable {
             return try writers(for: manifest, records: [:], restoring: false)
         }
         let journalBase = services.layout.journalBase(of: id)
+        // After a new resolve, the journal of the manifest before is written out and closed
+        // first: what it has not committed yet (the last segments done) is read back below.
+        let previous = shared.journal
         return try await services.executor.run { () throws(DownloadError) -> [Int: OutputWriter] in
-            try self.writers(for: manifest, records: TaskJournal.load(from: journalBase), restoring: true)
+            if let previous, previous.needsClosing { previous.close() }
+            return try self.writers(for: manifest, records: TaskJournal.load(from: journalBase), restoring: true)
         }
     }
 
