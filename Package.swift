@@ -11,8 +11,11 @@ struct Plugin {
     var name: String
     var sample: String
 
+    /// The plugin's library. Its sample is an executable target of this package only (SwiftPM
+    /// builds and runs it here: `swift run dash-sample`); packages that depend on Tessera do not
+    /// get it as a product.
     var products: [Product] {
-        [.library(name: name, targets: [name]), .executable(name: sample, targets: [sample])]
+        [.library(name: name, targets: [name])]
     }
 
     var targets: [Target] {

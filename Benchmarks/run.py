@@ -153,7 +153,7 @@ RESOLVE_SCENARIOS = {"p7", "p8"}
 # A target's metric: the key of the summary row it reads, and how its measured value is printed
 # when it is not a ratio. Counts read the worst run ("_max"), so one bad run shows.
 METRICS = {
-    "wall": ("wall_s", None),
+    "wall": ("wall_s", "%.3f s"),
     "throughput": ("throughput_mib_s", None),
     "rss_mb": ("max_rss_mb", "%.0f MB"),
     "requests_per_file": ("requests_per_file_max", "%.3f requests per file (worst run)"),

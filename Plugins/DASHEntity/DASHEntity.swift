@@ -139,7 +139,7 @@ public final class DASHEntity: PayloadEntity<DASHPayload>, DownloadParserProtoco
     ///   characters), `unsafePath` (a representation id that cannot be a file name),
     ///   `unsupportedContent` (live, DRM, remote elements), `invalidRequest` (a format naming
     ///   no representation).
-    public func manifest(from document: XMLDocument, url: URL, maxSegments: Int = 1_000_000) throws(DownloadError)
+    public func manifest(from document: SafeXMLDocument, url: URL, maxSegments: Int = 1_000_000) throws(DownloadError)
         -> DownloadManifest
     {
         try URLSafety.check(url, context: "the MPD's URL")

@@ -16,7 +16,7 @@ struct MPD {
 
 /// One `Period`.
 struct MPDPeriod {
-    var element: XMLElement
+    var element: SafeXMLElement
     /// Position in the MPD, from 0.
     var index: Int
     var id: String?
@@ -33,7 +33,7 @@ struct MPDPeriod {
 
 /// One `AdaptationSet`.
 struct MPDAdaptationSet {
-    var element: XMLElement
+    var element: SafeXMLElement
     var representations: [MPDRepresentation]
 }
 
@@ -66,9 +66,9 @@ struct MPDProtection: Hashable {
 
 /// One `Representation`, with what it inherits from its adaptation set.
 struct MPDRepresentation {
-    var element: XMLElement
-    var adaptationSet: XMLElement
-    var period: XMLElement
+    var element: SafeXMLElement
+    var adaptationSet: SafeXMLElement
+    var period: SafeXMLElement
     /// The period's position in the MPD.
     var periodIndex: Int
     var id: String

@@ -17,7 +17,7 @@ struct MPDReader {
     /// levels of mirrors would otherwise grow without bound.
     static let maxMirrors = 8
 
-    let document: XMLDocument
+    let document: SafeXMLDocument
     /// The MPD's URL after redirects: relative BaseURLs and segment URLs resolve against it.
     let url: URL
 
@@ -99,7 +99,7 @@ struct MPDReader {
     }
 
     private func adaptationSet(
-        _ set: XMLElement, period: XMLElement, periodIndex: Int, parents: [URL]
+        _ set: SafeXMLElement, period: SafeXMLElement, periodIndex: Int, parents: [URL]
     ) throws(DownloadError) -> MPDAdaptationSet {
         let setBases = try bases(of: set, parents: parents)
         let setProtections = protections(of: set)
@@ -126,13 +126,13 @@ struct MPDReader {
     }
 
     /// A whole-number attribute of the representation, else of its adaptation set.
-    private static func inherited(_ element: XMLElement, _ set: XMLElement, _ name: String) throws(DownloadError) -> Int64? {
+    private static func inherited(_ element: SafeXMLElement, _ set: SafeXMLElement, _ name: String) throws(DownloadError) -> Int64? {
         if let own = try MPDErrors.integer(element, name) { return own }
         return try MPDErrors.integer(set, name)
     }
 
     /// `ContentProtection` children of an element.
-    private func protections(of element: XMLElement) -> [MPDProtection] {
+    private func protections(of element: SafeXMLElement) -> [MPDProtection] {
         element.dashChildren(named: "ContentProtection").map {
             MPDProtection(scheme: $0[attribute: "schemeIdUri"] ?? "(no schemeIdUri)", value: $0[attribute: "value"], line: $0.line)
         }
@@ -140,7 +140,7 @@ struct MPDReader {
 
     /// Remote elements (`xlink:href`) would need another fetch and a merge; they are refused
     /// rather than silently downloaded without their content.
-    private func refuseRemote(_ element: XMLElement) throws(DownloadError) {
+    private func refuseRemote(_ element: SafeXMLElement) throws(DownloadError) {
         if let href = element.attribute("href", namespaceURI: Self.xlinkNamespace) {
             throw DownloadError(
                 .unsupportedContent,
@@ -153,7 +153,7 @@ struct MPDReader {
     /// primary, the others mirrors), each resolved against every parent candidate; the parents
     /// themselves when it has none. Absolute BaseURLs reset the chain. Duplicates are dropped
     /// and at most ``maxMirrors`` are kept.
-    func bases(of element: XMLElement, parents: [URL]) throws(DownloadError) -> [URL] {
+    func bases(of element: SafeXMLElement, parents: [URL]) throws(DownloadError) -> [URL] {
         let children = element.dashChildren(named: "BaseURL")
         guard !children.isEmpty else { return parents }
         var result: [URL] = []
@@ -210,12 +210,12 @@ struct MPDReader {
 /// Error messages that point at the element and line.
 enum MPDErrors {
     /// "the MPD's <X> at line N …", code ``DownloadError/Code/manifestInvalid``.
-    static func invalid(_ element: XMLElement, _ text: String) -> DownloadError {
+    static func invalid(_ element: SafeXMLElement, _ text: String) -> DownloadError {
         DownloadError(.manifestInvalid, "the MPD's \(element.description) \(text)")
     }
 
     /// A non-negative whole number attribute, or `nil` when absent.
-    static func integer(_ element: XMLElement, _ name: String) throws(DownloadError) -> Int64? {
+    static func integer(_ element: SafeXMLElement, _ name: String) throws(DownloadError) -> Int64? {
         guard let text = element[attribute: name] else { return nil }
         guard let value = Int64(text.trimmingCharacters(in: .whitespaces)), value >= 0 else {
             throw invalid(element, "has @\(name)=\"\(SafePathText.printable(text))\", which is not a whole number ≥ 0")
@@ -224,14 +224,14 @@ enum MPDErrors {
     }
 
     /// A positive whole number attribute, or `nil` when absent.
-    static func positive(_ element: XMLElement, _ name: String) throws(DownloadError) -> Int64? {
+    static func positive(_ element: SafeXMLElement, _ name: String) throws(DownloadError) -> Int64? {
         guard let value = try integer(element, name) else { return nil }
         guard value > 0 else { throw invalid(element, "has @\(name)=\"0\"; it must be greater than zero") }
         return value
     }
 
     /// An `xs:duration` attribute in nanoseconds, or `nil` when absent.
-    static func duration(_ element: XMLElement, _ name: String) throws(DownloadError) -> Int128? {
+    static func duration(_ element: SafeXMLElement, _ name: String) throws(DownloadError) -> Int128? {
         guard let text = element[attribute: name] else { return nil }
         guard let value = MPDTime.parseDuration(text) else {
             throw invalid(
@@ -247,12 +247,12 @@ enum SafePathText {
     static func printable(_ text: String) -> String { UntrustedText.printable(text, marksCut: false) }
 }
 
-extension XMLElement {
+extension SafeXMLElement {
     /// The child elements called `name` in the DASH namespace (``MPDReader/namespaces``).
-    func dashChildren(named name: String) -> [XMLElement] {
+    func dashChildren(named name: String) -> [SafeXMLElement] {
         children(named: name).filter { $0.namespaceURI.map(MPDReader.namespaces.contains) == true }
     }
 
     /// The first child element called `name` in the DASH namespace.
-    func firstDASHChild(named name: String) -> XMLElement? { dashChildren(named: name).first }
+    func firstDASHChild(named name: String) -> SafeXMLElement? { dashChildren(named: name).first }
 }

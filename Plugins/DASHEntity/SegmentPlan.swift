@@ -39,7 +39,7 @@ struct SegmentPlan {
     /// How many media segments.
     var mediaCount: Int128
     /// The element that decided the addressing (for messages).
-    var element: XMLElement
+    var element: SafeXMLElement
 
     /// Media segments plus the initialization segment.
     var segmentCount: Int128 { mediaCount + (initialization == nil ? 0 : 1) }
@@ -156,18 +156,18 @@ struct SegmentInformation {
 
     var kind: Kind
     /// Attribute values, each with the element it was read from.
-    var attributes: [String: (value: String, element: XMLElement)] = [:]
+    var attributes: [String: (value: String, element: SafeXMLElement)] = [:]
     /// The most specific element of this kind.
-    var element: XMLElement
-    var timeline: XMLElement?
-    var initialization: XMLElement?
-    var segmentURLs: [XMLElement] = []
+    var element: SafeXMLElement
+    var timeline: SafeXMLElement?
+    var initialization: SafeXMLElement?
+    var segmentURLs: [SafeXMLElement] = []
 
     /// The information for a representation whose ancestors (outermost first) are `levels`:
     /// the kind is decided by the most specific level that has any of the three elements
     /// (SegmentTemplate before SegmentList before SegmentBase at one level); `nil` when no level
     /// has one (a single-file representation).
-    init?(levels: [XMLElement]) {
+    init?(levels: [SafeXMLElement]) {
         var found: Kind?
         search: for level in levels.reversed() {
             for kind in [Kind.template, .list, .base] where level.firstDASHChild(named: kind.rawValue) != nil {
@@ -176,9 +176,9 @@ struct SegmentInformation {
             }
         }
         guard let kind = found else { return nil }
-        var element: XMLElement?
-        var information: [String: (value: String, element: XMLElement)] = [:]
-        var timeline: XMLElement?, initialization: XMLElement?, segmentURLs: [XMLElement] = []
+        var element: SafeXMLElement?
+        var information: [String: (value: String, element: SafeXMLElement)] = [:]
+        var timeline: SafeXMLElement?, initialization: SafeXMLElement?, segmentURLs: [SafeXMLElement] = []
         for level in levels {
             guard let own = level.firstDASHChild(named: kind.rawValue) else { continue }
             element = own
@@ -218,12 +218,12 @@ struct SegmentInformation {
     }
 
     /// The element an attribute came from (for messages), or the most specific element.
-    func origin(of name: String) -> XMLElement { attributes[name]?.element ?? element }
+    func origin(of name: String) -> SafeXMLElement { attributes[name]?.element ?? element }
 }
 
 /// Parses a byte range as MPDs write it (`@mediaRange`, `@range`, `@indexRange`):
 /// `first-last`, inclusive, or `first-` for "to the end".
-func parseByteRange(_ text: String, attribute: String, of element: XMLElement) throws(DownloadError) -> ByteRange {
+func parseByteRange(_ text: String, attribute: String, of element: SafeXMLElement) throws(DownloadError) -> ByteRange {
     let trimmed = text.trimmingCharacters(in: .whitespaces)
     let parts = trimmed.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
     guard parts.count == 2, let first = Int64(parts[0]), first >= 0,

@@ -155,7 +155,7 @@ enum SegmentPlanner {
     /// 0 for the first), `@d` (required), `@r` (default 0; `-1` repeats up to the next `S@t`, or
     /// to the end of the period).
     private static func timelineEntries(
-        _ timeline: XMLElement, timescale: Int64, presentationTimeOffset: Int64, period: MPDPeriod, limit: Int
+        _ timeline: SafeXMLElement, timescale: Int64, presentationTimeOffset: Int64, period: MPDPeriod, limit: Int
     ) throws(DownloadError) -> [SegmentPlan.TimelineEntry] {
         let elements = timeline.dashChildren(named: "S")
         guard !elements.isEmpty else { throw MPDErrors.invalid(timeline, "has no <S> element") }
@@ -223,7 +223,7 @@ enum SegmentPlanner {
 
     /// The refusal of a stream with more segments than the limit; `limit` is what is left of
     /// it after the representations counted before (the caller names the whole limit).
-    static func tooMany(_ element: XMLElement, limit: Int) -> DownloadError {
+    static func tooMany(_ element: SafeXMLElement, limit: Int) -> DownloadError {
         DownloadError(
             .manifestTooLarge,
             "the MPD's \(element.description) describes more segments than the limit leaves room for (\(limit) more)")

@@ -55,7 +55,7 @@ public struct MetalinkDocument: Sendable {
     /// The files, in document order.
     public let entries: [Entry]
     /// The `<file>` elements, parallel to ``entries``.
-    let fileElements: [XMLElement]
+    let fileElements: [SafeXMLElement]
 
     /// Parses a document from bytes.
     ///
@@ -71,11 +71,11 @@ public struct MetalinkDocument: Sendable {
     public static func parse(
         _ data: Data, url: URL, maxFiles: Int = 1_000_000, options: XMLParseOptions = XMLParseOptions()
     ) throws(DownloadError) -> MetalinkDocument {
-        try MetalinkDocument(XMLDocument.parse(data, options: options, baseURL: url), url: url, maxFiles: maxFiles)
+        try MetalinkDocument(SafeXMLDocument.parse(data, options: options, baseURL: url), url: url, maxFiles: maxFiles)
     }
 
     /// Reads a parsed XML document as a Metalink; see ``parse(_:url:maxFiles:options:)``.
-    public init(_ xml: XMLDocument, url: URL, maxFiles: Int = 1_000_000) throws(DownloadError) {
+    public init(_ xml: SafeXMLDocument, url: URL, maxFiles: Int = 1_000_000) throws(DownloadError) {
         self.url = url
         let root = xml.root
         let namespace = root.namespaceURI
@@ -209,12 +209,12 @@ public struct MetalinkPieces: Sendable, Hashable {
 /// Reads the details of one `<file>` element.
 private struct FileReader {
     let document: MetalinkDocument
-    let element: XMLElement
+    let element: SafeXMLElement
     let entry: MetalinkDocument.Entry
     let maxPieces: Int
     var notes: [String] = []
 
-    init(document: MetalinkDocument, element: XMLElement, entry: MetalinkDocument.Entry, maxPieces: Int) {
+    init(document: MetalinkDocument, element: SafeXMLElement, entry: MetalinkDocument.Entry, maxPieces: Int) {
         self.document = document
         self.element = element
         self.entry = entry
@@ -266,7 +266,7 @@ private struct FileReader {
         return size
     }
 
-    private mutating func readHashes(in parents: [XMLElement]) throws(DownloadError) -> [Checksum] {
+    private mutating func readHashes(in parents: [SafeXMLElement]) throws(DownloadError) -> [Checksum] {
         var hashes: [Checksum] = []
         for parent in parents {
             for hash in parent.children(named: "hash", namespaceURI: namespace) {
@@ -283,7 +283,7 @@ private struct FileReader {
         return hashes
     }
 
-    private func checksum(_ algorithm: Checksum.Algorithm, _ hash: XMLElement, what: String) throws(DownloadError) -> Checksum {
+    private func checksum(_ algorithm: Checksum.Algorithm, _ hash: SafeXMLElement, what: String) throws(DownloadError) -> Checksum {
         do {
             return try Checksum(algorithm, hex: hash.text.trimmingCharacters(in: .whitespacesAndNewlines))
         } catch {
@@ -292,8 +292,8 @@ private struct FileReader {
     }
 
     /// The `<pieces>` of the strongest known type (the first of several equally strong ones).
-    private mutating func readPieces(in parents: [XMLElement], size: Int64?) throws(DownloadError) -> MetalinkPieces? {
-        var best: (element: XMLElement, algorithm: Checksum.Algorithm, length: Int64)?
+    private mutating func readPieces(in parents: [SafeXMLElement], size: Int64?) throws(DownloadError) -> MetalinkPieces? {
+        var best: (element: SafeXMLElement, algorithm: Checksum.Algorithm, length: Int64)?
         for parent in parents {
             for pieces in parent.children(named: "pieces", namespaceURI: namespace) {
                 guard let type = pieces[attribute: "type"] else {
@@ -362,8 +362,8 @@ private struct FileReader {
 
     /// The usable mirrors in the order to try them (at most ``MetalinkDocument/maxMirrorsPerFile``),
     /// and the skipped ones with the reason.
-    private mutating func readMirrors(in parents: [XMLElement]) -> ([MetalinkMirror], [String]) {
-        var candidates: [(element: XMLElement, rank: Int, priority: Int?, preference: Int?)] = []
+    private mutating func readMirrors(in parents: [SafeXMLElement]) -> ([MetalinkMirror], [String]) {
+        var candidates: [(element: SafeXMLElement, rank: Int, priority: Int?, preference: Int?)] = []
         var skipped: [String] = []
         for parent in parents {
             for url in parent.children(named: "url", namespaceURI: namespace) {
@@ -425,15 +425,15 @@ private struct FileReader {
     }
 
     /// A `<url>` for messages: its text and line.
-    private func shown(_ url: XMLElement) -> String {
+    private func shown(_ url: SafeXMLElement) -> String {
         "\"\(MetalinkDocument.printable(url.text.trimmingCharacters(in: .whitespacesAndNewlines)))\" (line \(url.line))"
     }
 
     /// The base URL of an element's relative references: the document's URL, refined by any
     /// `xml:base` on the element and its ancestors (outermost first).
-    private func base(of element: XMLElement) -> URL {
+    private func base(of element: SafeXMLElement) -> URL {
         var bases: [String] = []
-        var current: XMLElement? = element
+        var current: SafeXMLElement? = element
         while let node = current {
             if let base = node.attribute("base", namespaceURI: MetalinkDocument.xmlNamespace) { bases.append(base) }
             current = node.parent

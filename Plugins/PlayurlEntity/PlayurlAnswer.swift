@@ -166,9 +166,9 @@ extension PlayurlEntity {
     func parseXMLAnswer(_ data: Data, url: URL, maxSegments: Int, maxDocumentSize: Int) throws(DownloadError) -> PlayurlAnswer {
         var options = XMLParseOptions()
         options.maxDocumentSize = min(options.maxDocumentSize, maxDocumentSize)
-        let document: XMLDocument
+        let document: SafeXMLDocument
         do {
-            document = try XMLDocument.parse(data, options: options, baseURL: url)
+            document = try SafeXMLDocument.parse(data, options: options, baseURL: url)
         } catch {
             throw rephrase(error, "the playurl API's XML answer")
         }
@@ -232,14 +232,14 @@ extension PlayurlEntity {
 
     /// The first child element `name` in no namespace (found without listing every child, so
     /// a `<video>` of many parts is not walked more than needed).
-    private func child(_ name: String, of element: XMLElement) -> XMLElement? {
+    private func child(_ name: String, of element: SafeXMLElement) -> SafeXMLElement? {
         guard let first = element.firstChild(named: name) else { return nil }
         if first.namespaceURI == nil { return first }
         return element.children.first { $0.name == name && $0.namespaceURI == nil }
     }
 
     /// The whole number in the child element `name`, `nil` when it is absent or empty.
-    private func integer(_ name: String, in element: XMLElement) throws(DownloadError) -> Int64? {
+    private func integer(_ name: String, in element: SafeXMLElement) throws(DownloadError) -> Int64? {
         guard let child = child(name, of: element) else { return nil }
         let text = child.text.trimmingCharacters(in: .whitespacesAndNewlines)
         if text.isEmpty { return nil }

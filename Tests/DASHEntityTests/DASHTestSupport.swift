@@ -13,7 +13,7 @@ let mpdURL = URL(string: "https://cdn.example.com/vod/show/stream.mpd")!
 func manifest(
     _ text: String, url: URL = mpdURL, format: String = "best", maxSegments: Int = 1_000_000
 ) throws -> DownloadManifest {
-    let document = try XMLDocument.parse(text)
+    let document = try SafeXMLDocument.parse(text)
     let entity = DASHEntity(url: url, format: try FormatSelector(format))
     return try entity.manifest(from: document, url: url, maxSegments: maxSegments)
 }

@@ -74,11 +74,11 @@ public struct ResolveContext: Sendable {
     /// Fetches and parses an XML document.
     public func fetchXML(
         _ url: URL, headers: HTTPHeaders = HTTPHeaders(), options: XMLParseOptions = XMLParseOptions()
-    ) async throws(DownloadError) -> (document: XMLDocument, source: FetchedDocument) {
+    ) async throws(DownloadError) -> (document: SafeXMLDocument, source: FetchedDocument) {
         let source = try await fetch(url, headers: headers)
         var options = options
         options.maxDocumentSize = min(options.maxDocumentSize, maxDocumentSize)
-        return (try XMLDocument.parse(source.data, options: options, baseURL: source.url), source)
+        return (try SafeXMLDocument.parse(source.data, options: options, baseURL: source.url), source)
     }
 
     /// Fetches and decodes a JSON document.

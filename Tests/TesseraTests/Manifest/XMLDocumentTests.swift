@@ -10,7 +10,7 @@ import Testing
     // MARK: Realistic manifests
 
     @Test func readsAnMPDWithTheDefaultNamespace() throws {
-        let document = try XMLDocument.parse(Data(ManifestFixtures.mpd.utf8))
+        let document = try SafeXMLDocument.parse(Data(ManifestFixtures.mpd.utf8))
         let mpd = document.root
         #expect(mpd.name == "MPD")
         #expect(mpd.namespaceURI == ManifestFixtures.dashNamespace)
@@ -55,7 +55,7 @@ import Testing
     }
 
     @Test func aPrefixedNamespaceIsSelectedWithTheCallersOwnPrefix() throws {
-        let document = try XMLDocument.parse(Data(ManifestFixtures.prefixedMPD.utf8))
+        let document = try SafeXMLDocument.parse(Data(ManifestFixtures.prefixedMPD.utf8))
         #expect(document.root.name == "MPD")
         #expect(document.root.prefix == "dash")
         #expect(document.root.namespaceURI == ManifestFixtures.dashNamespace)
@@ -73,12 +73,12 @@ import Testing
         #expect(error?.code == .manifestInvalid)
 
         // The default-namespace document gives the same answers to the same query.
-        let defaultNamespace = try XMLDocument.parse(Data(ManifestFixtures.mpd.utf8))
+        let defaultNamespace = try SafeXMLDocument.parse(Data(ManifestFixtures.mpd.utf8))
         #expect(try defaultNamespace.select("/m:MPD/m:Period", namespaces: ["m": ManifestFixtures.dashNamespace]).count == 1)
     }
 
     @Test func readsAMetalinkFile() throws {
-        let document = try XMLDocument.parse(Data(ManifestFixtures.metalink.utf8), baseURL: URL(string: "https://example.com/example.meta4"))
+        let document = try SafeXMLDocument.parse(Data(ManifestFixtures.metalink.utf8), baseURL: URL(string: "https://example.com/example.meta4"))
         #expect(document.baseURL?.absoluteString == "https://example.com/example.meta4")
         let ns = ManifestFixtures.metalinkNamespace
         let file = try #require(document.root.firstChild(named: "file", namespaceURI: ns))
@@ -110,7 +110,7 @@ import Testing
     }
 
     @Test func readsTheLegacyPlayurlAnswerWithCDATA() throws {
-        let document = try XMLDocument.parse(Data(ManifestFixtures.playurl.utf8))
+        let document = try SafeXMLDocument.parse(Data(ManifestFixtures.playurl.utf8))
         let video = document.root
         #expect(video.name == "video")
         #expect(video.namespaceURI == nil)
@@ -129,7 +129,7 @@ import Testing
     }
 
     @Test func mixedTextAndCDATAReadAsOneText() throws {
-        let document = try XMLDocument.parse("<a>one <![CDATA[<two> & ]]>three<b>four</b><!-- not text --><?pi not text?></a>")
+        let document = try SafeXMLDocument.parse("<a>one <![CDATA[<two> & ]]>three<b>four</b><!-- not text --><?pi not text?></a>")
         #expect(document.root.text == "one <two> & threefour")
         #expect(document.root.children.map(\.name) == ["b"])
     }
@@ -137,7 +137,7 @@ import Testing
     // MARK: Elements
 
     @Test func elementsNavigateTheTree() throws {
-        let document = try XMLDocument.parse("""
+        let document = try SafeXMLDocument.parse("""
             <root>
               <!-- comment -->
               <a id="1"><c/></a>
@@ -161,7 +161,7 @@ import Testing
     }
 
     @Test func elementsCompareByNodeIdentity() throws {
-        let document = try XMLDocument.parse(Data(ManifestFixtures.metalink.utf8))
+        let document = try SafeXMLDocument.parse(Data(ManifestFixtures.metalink.utf8))
         let m = ["m": ManifestFixtures.metalinkNamespace]
         let first = try document.select("//m:url", namespaces: m)
         let second = try document.select("//m:file/m:url", namespaces: m)
@@ -170,14 +170,14 @@ import Testing
         #expect(first[0] != first[1])
         #expect(first[0].parent == document.root.firstChild(named: "file"))
         // The same text in another document is another element.
-        let other = try XMLDocument.parse(Data(ManifestFixtures.metalink.utf8))
+        let other = try SafeXMLDocument.parse(Data(ManifestFixtures.metalink.utf8))
         #expect(try other.select("//m:url", namespaces: m)[0] != first[0])
     }
 
     @Test func anElementKeepsItsDocumentAlive() throws {
-        weak var weakDocument: XMLDocument?
-        func urls() throws -> [XMLElement] {
-            let document = try XMLDocument.parse(Data(ManifestFixtures.playurl.utf8))
+        weak var weakDocument: SafeXMLDocument?
+        func urls() throws -> [SafeXMLElement] {
+            let document = try SafeXMLDocument.parse(Data(ManifestFixtures.playurl.utf8))
             weakDocument = document
             return try document.select("//url")
         }
@@ -194,7 +194,7 @@ import Testing
     // MARK: XPath
 
     @Test func xpathResultsOtherThanElements() throws {
-        let document = try XMLDocument.parse(Data(ManifestFixtures.playurl.utf8))
+        let document = try SafeXMLDocument.parse(Data(ManifestFixtures.playurl.utf8))
         // Attributes and text nodes are not elements: they are skipped.
         #expect(try document.select("//url/text()").isEmpty)
         #expect(try document.select("/video/durl/order | /video/result/text()").map(\.name) == ["order"])
@@ -218,7 +218,7 @@ import Testing
         ("", "Invalid expression"),
     ])
     func anInvalidXPathNamesTheExpression(expression: String, reason: String) throws {
-        let document = try XMLDocument.parse(Data(ManifestFixtures.mpd.utf8))
+        let document = try SafeXMLDocument.parse(Data(ManifestFixtures.mpd.utf8))
         let error = #expect(throws: DownloadError.self) { try document.select(expression, namespaces: dash) }
         #expect(error?.code == .manifestInvalid)
         #expect(error?.message.hasPrefix("invalid XPath expression \"\(expression)\"") == true, "\(error?.message ?? "")")
@@ -228,7 +228,7 @@ import Testing
     }
 
     @Test func anUndefinedPrefixSaysWhichPrefixesWereBound() throws {
-        let document = try XMLDocument.parse(Data(ManifestFixtures.mpd.utf8))
+        let document = try SafeXMLDocument.parse(Data(ManifestFixtures.mpd.utf8))
         let error = #expect(throws: DownloadError.self) { try document.select("//dash:Period", namespaces: dash) }
         #expect(error?.message == #"invalid XPath expression "//dash:Period" at offset 13: Undefined namespace prefix (the prefixes passed in `namespaces` are: mpd)"#)
         let none = #expect(throws: DownloadError.self) { try document.select("//dash:Period") }
@@ -236,7 +236,7 @@ import Testing
     }
 
     @Test func anEmptyNamespacePrefixIsRefused() throws {
-        let document = try XMLDocument.parse(Data(ManifestFixtures.mpd.utf8))
+        let document = try SafeXMLDocument.parse(Data(ManifestFixtures.mpd.utf8))
         let error = #expect(throws: DownloadError.self) { try document.select("//Period", namespaces: ["": ManifestFixtures.dashNamespace]) }
         #expect(error?.code == .manifestInvalid)
         #expect(error?.message.contains("prefix") == true)
@@ -259,7 +259,7 @@ import Testing
         (Data("<?xml version=\"1.0\"?>".utf8), "the XML is malformed at line 1, column 22: Start tag expected, '<' not found"),
     ])
     func malformedInputNamesLineAndColumn(data: Data, message: String) throws {
-        let error = #expect(throws: DownloadError.self) { try XMLDocument.parse(data) }
+        let error = #expect(throws: DownloadError.self) { try SafeXMLDocument.parse(data) }
         #expect(error?.code == .manifestInvalid)
         #expect(error?.message.hasPrefix(message) == true, "got: \(error?.message ?? "no error")")
     }
@@ -267,7 +267,7 @@ import Testing
     @Test func aTruncatedMPDNamesWhereItEnds() throws {
         let full = Data(ManifestFixtures.mpd.utf8)
         for length in [10, 200, full.count / 2, full.count - 8] {
-            let error = #expect(throws: DownloadError.self) { try XMLDocument.parse(full.prefix(length)) }
+            let error = #expect(throws: DownloadError.self) { try SafeXMLDocument.parse(full.prefix(length)) }
             #expect(error?.code == .manifestInvalid)
             #expect(error?.message.contains("the XML is malformed at line ") == true)
             #expect(error?.message.contains("column") == true)
@@ -276,7 +276,7 @@ import Testing
 
     @Test func aMismatchedTagDeepInAnMPD() throws {
         let broken = ManifestFixtures.mpd.replacingOccurrences(of: "</Period>", with: "</Perio>")
-        let error = #expect(throws: DownloadError.self) { try XMLDocument.parse(broken) }
+        let error = #expect(throws: DownloadError.self) { try SafeXMLDocument.parse(broken) }
         #expect(error?.code == .manifestInvalid)
         #expect(error?.message == "the XML is malformed at line 17, column 11: Opening and ending tag mismatch: Period line 4 and Perio")
     }
@@ -285,40 +285,40 @@ import Testing
 
     @Test func utf8WithAndWithoutByteOrderMark() throws {
         let text = "<title lang=\"zh\">哔哩哔哩 — café 😀</title>"
-        #expect(try XMLDocument.parse(Data(text.utf8)).root.text == "哔哩哔哩 — café 😀")
-        #expect(try XMLDocument.parse(Data([0xEF, 0xBB, 0xBF]) + Data(text.utf8)).root.text == "哔哩哔哩 — café 😀")
-        #expect(try XMLDocument.parse(text).root[attribute: "lang"] == "zh")
+        #expect(try SafeXMLDocument.parse(Data(text.utf8)).root.text == "哔哩哔哩 — café 😀")
+        #expect(try SafeXMLDocument.parse(Data([0xEF, 0xBB, 0xBF]) + Data(text.utf8)).root.text == "哔哩哔哩 — café 😀")
+        #expect(try SafeXMLDocument.parse(text).root[attribute: "lang"] == "zh")
     }
 
     @Test func utf16WithByteOrderMark() throws {
         let text = "<?xml version=\"1.0\" encoding=\"UTF-16\"?><title>哔哩 café 😀</title>"
         let little = Data([0xFF, 0xFE]) + text.data(using: .utf16LittleEndian)!
         let big = Data([0xFE, 0xFF]) + text.data(using: .utf16BigEndian)!
-        #expect(try XMLDocument.parse(little).root.text == "哔哩 café 😀")
-        #expect(try XMLDocument.parse(big).root.text == "哔哩 café 😀")
+        #expect(try SafeXMLDocument.parse(little).root.text == "哔哩 café 😀")
+        #expect(try SafeXMLDocument.parse(big).root.text == "哔哩 café 😀")
         // Without a declaration too.
         let bare = Data([0xFF, 0xFE]) + "<t>é</t>".data(using: .utf16LittleEndian)!
-        #expect(try XMLDocument.parse(bare).root.text == "é")
+        #expect(try SafeXMLDocument.parse(bare).root.text == "é")
     }
 
     @Test func theDeclaredEncodingIsHonoured() throws {
         var latin1 = Data("<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><t a=\"".utf8)
         latin1 += Data([0xE9, 0x22, 0x3E, 0x63, 0x61, 0x66, 0xE9])  // é"> café
         latin1 += Data("</t>".utf8)
-        let document = try XMLDocument.parse(latin1)
+        let document = try SafeXMLDocument.parse(latin1)
         #expect(document.root.text == "café")
         #expect(document.root[attribute: "a"] == "é")
         // A string is already Unicode: its declaration is ignored.
-        #expect(try XMLDocument.parse("<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><t>café</t>").root.text == "café")
+        #expect(try SafeXMLDocument.parse("<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><t>café</t>").root.text == "café")
     }
 
     @Test func invalidUTF8IsMalformed() throws {
         let data = Data("<a>\n ok".utf8) + Data([0xFF, 0xFE]) + Data("</a>".utf8)
-        let error = #expect(throws: DownloadError.self) { try XMLDocument.parse(data) }
+        let error = #expect(throws: DownloadError.self) { try SafeXMLDocument.parse(data) }
         #expect(error?.code == .manifestInvalid)
         #expect(error?.message.hasPrefix("the XML is malformed at line 2, column 4: Input is not proper UTF-8") == true, "\(error?.message ?? "")")
         let unknown = #expect(throws: DownloadError.self) {
-            try XMLDocument.parse(Data("<?xml version=\"1.0\" encoding=\"X-NO-SUCH\"?><a/>".utf8))
+            try SafeXMLDocument.parse(Data("<?xml version=\"1.0\" encoding=\"X-NO-SUCH\"?><a/>".utf8))
         }
         #expect(unknown?.code == .manifestInvalid)
     }
@@ -348,12 +348,12 @@ import Testing
                         \((0..<(index % 7 + 1)).map { "<Representation id=\"r\(index)-\($0)\" bandwidth=\"\($0)\"/>" }.joined())\
                         </Period></MPD>
                         """
-                    let document = try XMLDocument.parse(Data(xml.utf8))
+                    let document = try SafeXMLDocument.parse(Data(xml.utf8))
                     let ids = try document.select("//mpd:Representation", namespaces: ["mpd": ManifestFixtures.dashNamespace])
                         .compactMap { $0[attribute: "id"] }
                     let period = try document.evaluateString("string(/m:MPD/m:Period/@id)", namespaces: ["m": ManifestFixtures.dashNamespace])
                     // Errors are per parse too.
-                    #expect(throws: DownloadError.self) { try XMLDocument.parse("<MPD><Period \(index)></MPD>") }
+                    #expect(throws: DownloadError.self) { try SafeXMLDocument.parse("<MPD><Period \(index)></MPD>") }
                     return (index, ids, period)
                 }
             }
@@ -367,7 +367,7 @@ import Testing
     }
 
     @Test func oneDocumentQueriedFromManyTasks() async throws {
-        let document = try XMLDocument.parse(Data(ManifestFixtures.mpd.utf8))
+        let document = try SafeXMLDocument.parse(Data(ManifestFixtures.mpd.utf8))
         let dash = self.dash
         let counts = await withTaskGroup(of: Int.self) { group in
             for index in 0..<200 {

@@ -17,7 +17,7 @@ import Glibc
         sourceLocation: SourceLocation = #_sourceLocation
     ) -> (document: DownloadError?, reader: DownloadError?) {
         let document = #expect(throws: DownloadError.self, sourceLocation: sourceLocation) {
-            try XMLDocument.parse(Data(xml.utf8), options: options)
+            try SafeXMLDocument.parse(Data(xml.utf8), options: options)
         }
         let reader = #expect(throws: DownloadError.self, sourceLocation: sourceLocation) {
             let reader = try XMLStreamReader(data: Data(xml.utf8), options: options)
@@ -33,7 +33,7 @@ import Glibc
         let clock = ContinuousClock()
         let memoryBefore = residentMemory()
         let start = clock.now
-        let document = #expect(throws: DownloadError.self) { try XMLDocument.parse(Data(ManifestFixtures.billionLaughs.utf8)) }
+        let document = #expect(throws: DownloadError.self) { try SafeXMLDocument.parse(Data(ManifestFixtures.billionLaughs.utf8)) }
         let documentTime = clock.now - start
         let readerStart = clock.now
         let reader = #expect(throws: DownloadError.self) {
@@ -98,7 +98,7 @@ import Glibc
         }
         // Nothing else in the output either: even a document whose entity would be harmless to
         // read is never expanded into the tree (it is refused before the tree exists).
-        let document = try? XMLDocument.parse(#"<!DOCTYPE foo [<!ENTITY xxe SYSTEM "file://\#(secret)">]><foo>&xxe;</foo>"#)
+        let document = try? SafeXMLDocument.parse(#"<!DOCTYPE foo [<!ENTITY xxe SYSTEM "file://\#(secret)">]><foo>&xxe;</foo>"#)
         #expect(document == nil)
     }
 
@@ -137,11 +137,11 @@ import Glibc
     // MARK: DTDs and XInclude
 
     @Test func aDoctypeWithoutDeclarationsIsFine() throws {
-        let document = try XMLDocument.parse("<!DOCTYPE MPD>\n<MPD><Period/></MPD>")
+        let document = try SafeXMLDocument.parse("<!DOCTYPE MPD>\n<MPD><Period/></MPD>")
         #expect(document.root.name == "MPD")
         #expect(document.root.children.map(\.name) == ["Period"])
         // Element and attribute declarations carry no entities: accepted, and never validated.
-        let declared = try XMLDocument.parse("<!DOCTYPE a [<!ELEMENT a (#PCDATA)><!ATTLIST a x CDATA \"d\">]><a>t</a>")
+        let declared = try SafeXMLDocument.parse("<!DOCTYPE a [<!ELEMENT a (#PCDATA)><!ATTLIST a x CDATA \"d\">]><a>t</a>")
         #expect(declared.root.text == "t")
         let reader = try XMLStreamReader(data: Data("<!DOCTYPE MPD><MPD/>".utf8))
         #expect(try reader.next()?.name == "MPD")
@@ -181,30 +181,30 @@ import Glibc
         options.maxDocumentSize = 100
         // Not even XML: the size is what is refused.
         let garbage = Data(repeating: 0x21, count: 101)
-        let document = #expect(throws: DownloadError.self) { try XMLDocument.parse(garbage, options: options) }
+        let document = #expect(throws: DownloadError.self) { try SafeXMLDocument.parse(garbage, options: options) }
         #expect(document?.code == .manifestTooLarge)
         #expect(document?.message == "the XML document is 101 bytes, over the limit of 100 bytes (XMLParseOptions.maxDocumentSize)")
-        let text = #expect(throws: DownloadError.self) { try XMLDocument.parse(String(repeating: "é", count: 51), options: options) }
+        let text = #expect(throws: DownloadError.self) { try SafeXMLDocument.parse(String(repeating: "é", count: 51), options: options) }
         #expect(text?.code == .manifestTooLarge)
         let reader = #expect(throws: DownloadError.self) { try XMLStreamReader(data: garbage, options: options) }
         #expect(reader?.code == .manifestTooLarge)
         // At the limit it parses.
         let fits = "<a>" + String(repeating: "x", count: 93) + "</a>"
         #expect(Data(fits.utf8).count == 100)
-        #expect(try XMLDocument.parse(Data(fits.utf8), options: options).root.text.count == 93)
+        #expect(try SafeXMLDocument.parse(Data(fits.utf8), options: options).root.text.count == 93)
     }
 
     @Test func theDepthLimit() throws {
         var options = XMLParseOptions()
         options.maxDepth = 10
-        #expect(try XMLDocument.parse(ManifestFixtures.nested(depth: 10), options: options).root.name == "a")
+        #expect(try SafeXMLDocument.parse(ManifestFixtures.nested(depth: 10), options: options).root.name == "a")
         let errors = bothParsersFail(ManifestFixtures.nested(depth: 11), options: options)
         #expect(errors.document?.code == .manifestTooLarge)
         #expect(errors.document?.message == "the XML nests elements 11 deep at line 1 (<a>), over the limit of 10 (XMLParseOptions.maxDepth)")
         #expect(errors.reader?.message == "the XML nests elements 11 deep at line 1 (<a>), over the limit of 10 (XMLParseOptions.maxDepth)")
 
         // The default: 256 levels parse, 257 do not.
-        #expect(try XMLDocument.parse(ManifestFixtures.nested(depth: 256)).root.name == "a")
+        #expect(try SafeXMLDocument.parse(ManifestFixtures.nested(depth: 256)).root.name == "a")
         let reader = try XMLStreamReader(data: Data(ManifestFixtures.nested(depth: 256).utf8))
         var deepest = 0
         while let node = try reader.next() { deepest = max(deepest, node.depth) }
@@ -221,11 +221,11 @@ import Glibc
     @Test func theElementCountLimit() throws {
         var options = XMLParseOptions()
         options.maxElementCount = 100
-        #expect(try XMLDocument.parse(ManifestFixtures.flat(elements: 100), options: options).root.children.count == 99)
+        #expect(try SafeXMLDocument.parse(ManifestFixtures.flat(elements: 100), options: options).root.children.count == 99)
         let errors = bothParsersFail(ManifestFixtures.flat(elements: 101), options: options)
         #expect(errors.document?.code == .manifestTooLarge)
         #expect(errors.document?.message.hasPrefix("the XML has more than 100 elements") == true)
         options.maxElementCount = nil
-        #expect(try XMLDocument.parse(ManifestFixtures.flat(elements: 20_000), options: options).root.children.count == 19_999)
+        #expect(try SafeXMLDocument.parse(ManifestFixtures.flat(elements: 20_000), options: options).root.children.count == 19_999)
     }
 }

@@ -1,6 +1,6 @@
 import CLibXML2
 
-/// Limits applied while parsing an XML manifest with ``XMLDocument`` or ``XMLStreamReader``.
+/// Limits applied while parsing an XML manifest with ``SafeXMLDocument`` or ``XMLStreamReader``.
 ///
 /// The parser itself is always configured for hostile input and that part is not
 /// configurable: no network access, no entity substitution, no DTD loading or validation,

@@ -5,7 +5,7 @@ import Foundation
 /// millions of pieces, an MPD with a huge `SegmentTimeline`).
 ///
 /// It is built on libxml2's `xmlTextReader` with the same safety settings as
-/// ``XMLDocument``: no network, no entity substitution, no DTD loading, entity declarations
+/// ``SafeXMLDocument``: no network, no entity substitution, no DTD loading, entity declarations
 /// and external DTDs refused with ``DownloadError/Code/unsafeInput``, and the limits of
 /// ``XMLParseOptions``. Nodes already read are freed as the reader moves on, so memory stays
 /// constant in the size of the document (apart from the copy of the input the reader keeps).
@@ -53,7 +53,7 @@ public final class XMLStreamReader {
         public var isEmptyElement: Bool
         /// The source line of the node, for error messages (0 when unknown); for an end tag,
         /// an approximation. Past line 65535 it may be reported as 65535 (see
-        /// ``XMLElement/line``).
+        /// ``SafeXMLElement/line``).
         public var line: Int
     }
 

@@ -1,12 +1,12 @@
 import CLibXML2
 
-/// One element of an ``XMLDocument``: its name, namespace, attributes, text and children.
+/// One element of a ``SafeXMLDocument``: its name, namespace, attributes, text and children.
 ///
 /// An element is a small value that refers into the parsed tree and keeps that tree alive:
-/// it stays valid after the ``XMLDocument`` it came from is gone. Two elements are equal when
+/// it stays valid after the ``SafeXMLDocument`` it came from is gone. Two elements are equal when
 /// they are the same node of the same document. Reading an element never changes the tree, so
 /// elements can be used from any thread.
-public struct XMLElement: Sendable, Hashable, CustomStringConvertible {
+public struct SafeXMLElement: Sendable, Hashable, CustomStringConvertible {
     /// The tree this element belongs to; holding it keeps the tree alive.
     let storage: XMLDocumentStorage
     /// The node itself.
@@ -96,12 +96,12 @@ public struct XMLElement: Sendable, Hashable, CustomStringConvertible {
 
     /// The element's child elements, in document order (text, comments and other nodes are
     /// skipped).
-    public var children: [XMLElement] {
-        var result: [XMLElement] = []
+    public var children: [SafeXMLElement] {
+        var result: [SafeXMLElement] = []
         var current = node.pointee.children
         while let child = current {
             if child.pointee.type == XML_ELEMENT_NODE {
-                result.append(XMLElement(storage: storage, node: child))
+                result.append(SafeXMLElement(storage: storage, node: child))
             }
             current = child.pointee.next
         }
@@ -114,7 +114,7 @@ public struct XMLElement: Sendable, Hashable, CustomStringConvertible {
     ///   - name: The local name (without a prefix).
     ///   - namespaceURI: The namespace the children must be in; `nil` accepts any namespace
     ///     (and none).
-    public func children(named name: String, namespaceURI: String? = nil) -> [XMLElement] {
+    public func children(named name: String, namespaceURI: String? = nil) -> [SafeXMLElement] {
         children.filter { $0.matches(name, namespaceURI: namespaceURI) }
     }
 
@@ -124,11 +124,11 @@ public struct XMLElement: Sendable, Hashable, CustomStringConvertible {
     ///   - name: The local name (without a prefix).
     ///   - namespaceURI: The namespace the child must be in; `nil` accepts any namespace
     ///     (and none).
-    public func firstChild(named name: String, namespaceURI: String? = nil) -> XMLElement? {
+    public func firstChild(named name: String, namespaceURI: String? = nil) -> SafeXMLElement? {
         var current = node.pointee.children
         while let child = current {
             if child.pointee.type == XML_ELEMENT_NODE {
-                let element = XMLElement(storage: storage, node: child)
+                let element = SafeXMLElement(storage: storage, node: child)
                 if element.matches(name, namespaceURI: namespaceURI) { return element }
             }
             current = child.pointee.next
@@ -137,24 +137,24 @@ public struct XMLElement: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The parent element, or `nil` for the root element.
-    public var parent: XMLElement? {
+    public var parent: SafeXMLElement? {
         guard let parent = node.pointee.parent, parent.pointee.type == XML_ELEMENT_NODE else { return nil }
-        return XMLElement(storage: storage, node: parent)
+        return SafeXMLElement(storage: storage, node: parent)
     }
 
     /// Evaluates an XPath 1.0 expression with this element as the context node and returns
     /// the elements it selects, in document order: `select("mpd:SegmentTemplate", …)` finds
     /// child elements, `select("ancestor::mpd:Period", …)` the enclosing period.
     ///
-    /// See ``XMLDocument/select(_:namespaces:)`` for namespaces and errors.
-    public func select(_ xpath: String, namespaces: [String: String] = [:]) throws(DownloadError) -> [XMLElement] {
+    /// See ``SafeXMLDocument/select(_:namespaces:)`` for namespaces and errors.
+    public func select(_ xpath: String, namespaces: [String: String] = [:]) throws(DownloadError) -> [SafeXMLElement] {
         try storage.select(xpath, namespaces: namespaces, contextNode: node)
     }
 
     /// Evaluates an XPath 1.0 expression with this element as the context node and returns its
     /// value as text (`count(mpd:Representation)`, `string(@id)`).
     ///
-    /// See ``XMLDocument/evaluateString(_:namespaces:)``.
+    /// See ``SafeXMLDocument/evaluateString(_:namespaces:)``.
     public func evaluateString(_ xpath: String, namespaces: [String: String] = [:]) throws(DownloadError) -> String {
         try storage.evaluateString(xpath, namespaces: namespaces, contextNode: node)
     }
@@ -166,7 +166,7 @@ public struct XMLElement: Sendable, Hashable, CustomStringConvertible {
     }
 
     /// Whether two elements are the same node of the same document.
-    public static func == (lhs: XMLElement, rhs: XMLElement) -> Bool {
+    public static func == (lhs: SafeXMLElement, rhs: SafeXMLElement) -> Bool {
         lhs.ref == rhs.ref
     }
 

@@ -3,6 +3,8 @@ import Foundation
 
 /// A parsed XML manifest: an MPEG-DASH MPD, a Metalink v4 file, an XML API answer.
 ///
+/// (Named so that it does not shadow Foundation's `XMLDocument` in code that imports both.)
+///
 /// Parsing treats the input as hostile (see ``XMLParseOptions``): no network access, no
 /// entity substitution, no DTD loading, size, depth and element-count limits, and documents
 /// whose DTD declares entities or refers to an external DTD are refused with
@@ -11,18 +13,18 @@ import Foundation
 /// message.
 ///
 /// The document is immutable once parsed and may be read from many threads at once: its
-/// elements (``XMLElement``) and XPath queries only read the tree. Elements keep the
-/// underlying tree alive, so they stay valid after the `XMLDocument` itself is gone.
+/// elements (``SafeXMLElement``) and XPath queries only read the tree. Elements keep the
+/// underlying tree alive, so they stay valid after the `SafeXMLDocument` itself is gone.
 ///
 /// ```swift
-/// let mpd = try XMLDocument.parse(data)
+/// let mpd = try SafeXMLDocument.parse(data)
 /// let ns = ["mpd": "urn:mpeg:dash:schema:mpd:2011"]
 /// for representation in try mpd.select("//mpd:Representation", namespaces: ns) {
 ///     let bandwidth = representation[attribute: "bandwidth"]
 /// }
 /// ```
-public final class XMLDocument: Sendable {
-    /// The parsed tree, shared with every ``XMLElement`` taken from this document.
+public final class SafeXMLDocument: Sendable {
+    /// The parsed tree, shared with every ``SafeXMLElement`` taken from this document.
     let storage: XMLDocumentStorage
 
     /// The URL the document was fetched from, as passed to ``parse(_:options:baseURL:)``.
@@ -51,14 +53,14 @@ public final class XMLDocument: Sendable {
         _ data: Data,
         options: XMLParseOptions = .init(),
         baseURL: URL? = nil
-    ) throws(DownloadError) -> XMLDocument {
+    ) throws(DownloadError) -> SafeXMLDocument {
         try options.checkSize(data.count)
         let result: Result<XMLDocumentStorage, DownloadError> = data.withUnsafeBytes { bytes in
             Result { () throws(DownloadError) in
                 try XMLDocumentStorage.parse(bytes, isText: false, options: options, baseURL: baseURL)
             }
         }
-        return XMLDocument(storage: try result.get(), baseURL: baseURL)
+        return SafeXMLDocument(storage: try result.get(), baseURL: baseURL)
     }
 
     /// Parses an XML document from a string.
@@ -68,7 +70,7 @@ public final class XMLDocument: Sendable {
     ///
     /// - Throws: ``DownloadError``, as ``parse(_:options:baseURL:)``; the size limit applies to
     ///   the string's UTF-8 length.
-    public static func parse(_ text: String, options: XMLParseOptions = .init()) throws(DownloadError) -> XMLDocument {
+    public static func parse(_ text: String, options: XMLParseOptions = .init()) throws(DownloadError) -> SafeXMLDocument {
         var text = text
         try options.checkSize(text.utf8.count)
         let result: Result<XMLDocumentStorage, DownloadError> = text.withUTF8 { utf8 in
@@ -76,12 +78,12 @@ public final class XMLDocument: Sendable {
                 try XMLDocumentStorage.parse(UnsafeRawBufferPointer(utf8), isText: true, options: options, baseURL: nil)
             }
         }
-        return XMLDocument(storage: try result.get(), baseURL: nil)
+        return SafeXMLDocument(storage: try result.get(), baseURL: nil)
     }
 
     /// The document's root element.
-    public var root: XMLElement {
-        XMLElement(storage: storage, node: storage.rootNode)
+    public var root: SafeXMLElement {
+        SafeXMLElement(storage: storage, node: storage.rootNode)
     }
 
     /// Evaluates an XPath 1.0 expression against the document and returns the elements it
@@ -102,7 +104,7 @@ public final class XMLDocument: Sendable {
     /// - Throws: ``DownloadError`` with ``DownloadError/Code/manifestInvalid`` for an invalid
     ///   expression (the message names it and the position), an unbound prefix, or an
     ///   expression whose result is not a node set.
-    public func select(_ xpath: String, namespaces: [String: String] = [:]) throws(DownloadError) -> [XMLElement] {
+    public func select(_ xpath: String, namespaces: [String: String] = [:]) throws(DownloadError) -> [SafeXMLElement] {
         try storage.select(xpath, namespaces: namespaces, contextNode: nil)
     }
 
@@ -206,7 +208,7 @@ final class XMLDocumentStorage: @unchecked Sendable {
         _ xpath: String,
         namespaces: [String: String],
         contextNode: xmlNodePtr?
-    ) throws(DownloadError) -> [XMLElement] {
+    ) throws(DownloadError) -> [SafeXMLElement] {
         try withXPathResult(xpath, namespaces: namespaces, contextNode: contextNode) { object throws(DownloadError) in
             guard object.pointee.type == XPATH_NODESET else {
                 throw DownloadError(
@@ -218,11 +220,11 @@ final class XMLDocumentStorage: @unchecked Sendable {
             guard let set = object.pointee.nodesetval, set.pointee.nodeNr > 0, let table = set.pointee.nodeTab else {
                 return []
             }
-            var elements: [XMLElement] = []
+            var elements: [SafeXMLElement] = []
             elements.reserveCapacity(Int(set.pointee.nodeNr))
             for index in 0..<Int(set.pointee.nodeNr) {
                 if let node = table[index], node.pointee.type == XML_ELEMENT_NODE {
-                    elements.append(XMLElement(storage: self, node: node))
+                    elements.append(SafeXMLElement(storage: self, node: node))
                 }
             }
             return elements
