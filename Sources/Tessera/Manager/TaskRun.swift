@@ -409,7 +409,7 @@ struct TaskRun: Sendable {
         var demand: [String: Int] = [:]
         for output in manifest.outputs where mode == .cacheOnly || output.isSelected {
             let hosts = output.segments.countByHost { segment in
-                hostKey(segment.urls.first { !shared.isDead($0) } ?? segment.urls[0])
+                (segment.urls.first { !shared.isDead($0) } ?? segment.urls.first).map(hostKey) ?? ""
             }
             demand.merge(hosts, uniquingKeysWith: +)
         }
