@@ -70,7 +70,7 @@ var groupStates: [String: String] = [:]
 func megabytes(_ bytes: Int64) -> String { String(format: "%.2f MB", Double(bytes) / 1_000_000) }
 func rollUp(_ group: DownloadGroupInfo) -> String {
     let total = group.rollUp.bytesTotal.map(megabytes) ?? "?"
-    return "group \(group.key): \(group.state), \(group.children.count) files, \(megabytes(group.rollUp.bytesDone)) of \(total)"
+    return "group \(group.key): \(group.state), \(group.childCount) files, \(megabytes(group.rollUp.bytesDone)) of \(total)"
 }
 if tasks.isEmpty {
     say("nothing to download")
@@ -87,8 +87,8 @@ for await event in events {
         say("  \(info.title): \(percent) \(megabytes(info.bytesDone)) at \(megabytes(Int64(info.bytesPerSecond)))/s")
     case .taskError(let id, let error, true) where tasks.contains(id):
         say("  \(id.entityKey.split(separator: "|").last ?? ""): retrying after \(error.code): \(error.message)")
-    case .groupUpdated(let group) where groupStates[group.key] != "\(group.state) \(group.children.count)":
-        groupStates[group.key] = "\(group.state) \(group.children.count)"
+    case .groupUpdated(let group) where groupStates[group.key] != "\(group.state) \(group.childCount)":
+        groupStates[group.key] = "\(group.state) \(group.childCount)"
         say(rollUp(group))
     default: break
     }

@@ -105,7 +105,7 @@ func follow(_ events: AsyncStream<DownloadEvent>, until ids: Set<DownloadTaskID>
             say("  \(id.entityKey): retrying after \(error.code): \(error.message)")
         case .groupUpdated(let group) where groupStates[group.key] != group.state:
             groupStates[group.key] = group.state
-            say("group \(group.key): \(group.state), \(group.children.count) cids, \(megabytes(group.rollUp.bytesDone))")
+            say("group \(group.key): \(group.state), \(group.childCount) cids, \(megabytes(group.rollUp.bytesDone))")
         default:
             break
         }
@@ -115,7 +115,7 @@ func follow(_ events: AsyncStream<DownloadEvent>, until ids: Set<DownloadTaskID>
 failures += await follow(events, until: pending)
 for group in await manager.checkAllGroups() {
     let total = group.rollUp.bytesTotal.map { " of \($0)" } ?? ""
-    say("group \(group.key): \(group.state), \(group.children.count) cids, \(group.rollUp.bytesDone)\(total) bytes")
+    say("group \(group.key): \(group.state), \(group.childCount) cids, \(group.rollUp.bytesDone)\(total) bytes")
 }
 
 // 6. The demo checks every byte against what the origin served.

@@ -16,37 +16,48 @@ open class DownloadTaskGroup: @unchecked Sendable {
         self.key = key
     }
 
-    /// The group's title, from its children; the default is the key.
+    /// Whether ``title(children:)`` and ``rollUp(children:)`` are given the children.
+    ///
+    /// The base class answers `false`: its title is the key and its roll-up needs only the
+    /// ``DownloadGroupTally`` the manager keeps up to date child by child, so an update of a
+    /// group of 100,000 tasks costs what one of two costs. A subclass answers `true` by default
+    /// and is given every child's snapshot on every update; answer `false` in a subclass whose
+    /// rules need no more than the tally (override ``rollUp(tally:)`` then).
+    open class var needsChildren: Bool { self != DownloadTaskGroup.self }
+
+    /// The group's title, from its children; the default is the key. Given an empty list when
+    /// ``needsChildren`` is `false`.
     open func title(children: [DownloadTaskInfo]) -> String { key }
 
-    /// The group's state, bytes, speed and ETA from its children's snapshots.
+    /// The group's state, bytes, speed and ETA from its children's snapshots: by default, the
+    /// rules of ``rollUp(tally:)`` applied to their tally.
+    open func rollUp(children: [DownloadTaskInfo]) -> DownloadGroupInfo.RollUp {
+        rollUp(tally: DownloadGroupTally(children: children))
+    }
+
+    /// The group's state, bytes, speed and ETA from the tally of its children.
     ///
     /// Default rules: any child downloading or resolving -> downloading; else any waiting ->
     /// waiting; all completed -> completed; any invalid or failed and the rest finished ->
     /// failed; any interrupted -> interrupted; else paused. Bytes and speeds are sums; the ETA
     /// is the remaining bytes over the summed speed.
-    open func rollUp(children: [DownloadTaskInfo]) -> DownloadGroupInfo.RollUp {
-        let states = children.map(\.state)
+    open func rollUp(tally: DownloadGroupTally) -> DownloadGroupInfo.RollUp {
         let state: DownloadGroupInfo.State
-        if states.contains(where: { $0 == .downloading || $0 == .resolving }) {
+        let finished = tally.count(where: { $0 == .completed || $0 == .failed || $0 == .invalid })
+        if tally.count(where: \.isRunning) > 0 {
             state = .downloading
-        } else if states.contains(.waiting) {
+        } else if tally.count(where: { $0 == .waiting }) > 0 {
             state = .waiting
-        } else if !states.isEmpty, states.allSatisfy({ $0 == .completed }) {
+        } else if tally.count > 0, tally.count(where: { $0 == .completed }) == tally.count {
             state = .completed
-        } else if states.contains(where: { $0 == .failed || $0 == .invalid }),
-            states.allSatisfy({ $0 == .completed || $0 == .failed || $0 == .invalid })
-        {
+        } else if tally.count(where: { $0 == .failed || $0 == .invalid }) > 0, finished == tally.count {
             state = .failed
-        } else if states.contains(where: \.isInterrupted) {
+        } else if tally.count(where: \.isInterrupted) > 0 {
             state = .interrupted
         } else {
             state = .paused
         }
-        let done = children.map(\.bytesDone).saturatingSum()
-        let totals = children.map(\.bytesTotal)
-        let total: Int64? = totals.contains(nil) ? nil : totals.map { $0 ?? 0 }.saturatingSum()
-        let speed = children.reduce(0.0) { $0 + $1.bytesPerSecond }
+        let done = tally.bytesDone, total = tally.bytesTotal, speed = tally.bytesPerSecond
         let eta = total.flatMap { Duration.estimate(remaining: $0 - done, bytesPerSecond: speed) }
         return DownloadGroupInfo.RollUp(state: state, bytesDone: done, bytesTotal: total, bytesPerSecond: speed, eta: eta)
     }

@@ -36,7 +36,13 @@ public struct DownloadGroupInfo: Sendable, Equatable {
     public var title: String
     /// The roll-up.
     public var rollUp: RollUp
-    /// The children, ordered by ID.
+    /// How many tasks the group has.
+    public var childCount: Int
+    /// The children's snapshots, in the order they were added: every child in
+    /// ``DownloadTaskManager/checkGroup(_:)`` and ``DownloadTaskManager/checkAllGroups()``.
+    /// A ``DownloadEvent/groupUpdated(_:)`` event leaves it empty unless the group's class
+    /// ``DownloadTaskGroup/needsChildren``: each child has events of its own, and a group of
+    /// 100,000 tasks does not send them all again on every change.
     public var children: [DownloadTaskInfo]
 
     /// The group's state.

@@ -57,7 +57,9 @@ public actor DownloadTaskManager {
     /// each task's last change, so a change that only updates it merges into that one.
     private var unsaved: [StoreChange] = []
     private var lastUnsaved: [DownloadTaskID: Int] = [:]
-    private var dirtyGroups: Set<String> = []
+    /// The groups to tell subscribers about at the next tick, each with the children whose
+    /// snapshot changed (their part of the group's tally is counted again).
+    private var dirtyGroups: [String: Set<DownloadTaskID>] = [:]
     private var started = false
     private var isShutDown = false
     /// Tasks the manager owns besides runs: the inbox, the ticker, watchers, probes, timers, deletions.
@@ -414,10 +416,8 @@ public actor DownloadTaskManager {
                 guard let task = tasks[id] else { continue }
                 if to != .removed { save(.update(taskRecord(task, state: to))) }
                 if !to.isRunning { task.speed.reset() }
-                if hub.hasSubscribers {
-                    hub.emit(.taskStateChanged(info(task, state: to), previous: from))
-                    if let key = task.groupKey { dirtyGroups.insert(key) }
-                }
+                if hub.hasSubscribers { hub.emit(.taskStateChanged(info(task, state: to), previous: from)) }
+                markGroupChild(task)
                 if to == .completed || to == .failed || to == .invalid || to.isInterrupted { ensureTicker() }
             case .armNetworkWait(let id, let wait, let after):
                 own { [weak self] in
@@ -713,22 +713,56 @@ public actor DownloadTaskManager {
             groups[key] = GroupEntry(group: type(of: task.entity).groupType.init(key: key))
         }
         groups[key]?.children.insert(task.id)
+        markGroupChild(task)
+    }
+
+    /// Notes that a child's snapshot changed: its group's tally counts it again at the next tick.
+    private func markGroupChild(_ task: ManagedTask) {
+        guard let key = task.groupKey else { return }
+        dirtyGroups[key, default: []].insert(task.id)
     }
 
     private func leaveGroup(_ task: ManagedTask) {
         guard let key = task.groupKey, var entry = groups[key] else { return }
         entry.children.remove(task.id)
+        if let counted = entry.counted.removeValue(forKey: task.id) { entry.tally.remove(counted) }
         groups[key] = entry.children.isEmpty ? nil : entry
-        if hub.hasSubscribers { dirtyGroups.insert(key) }
+        dirtyGroups[key, default: []].remove(task.id)
         ensureTicker()
     }
 
+    /// A group with every child's snapshot (queries; O(children)).
     private func groupInfo(_ key: String) -> DownloadGroupInfo? {
         guard let entry = groups[key] else { return nil }
         let children = entry.children.compactMap { tasks[$0] }.sorted { $0.sequence < $1.sequence }.map { info($0) }
+        let needsChildren = type(of: entry.group).needsChildren
         return DownloadGroupInfo(
-            key: key, groupType: type(of: entry.group).groupType, title: entry.group.title(children: children),
-            rollUp: entry.group.rollUp(children: children), children: children)
+            key: key, groupType: type(of: entry.group).groupType, title: entry.group.title(children: needsChildren ? children : []),
+            rollUp: entry.group.rollUp(children: children), childCount: children.count, children: children)
+    }
+
+    /// A group for an event: from its tally, without its children unless its class needs them.
+    private func groupUpdate(_ key: String) -> DownloadGroupInfo? {
+        guard let entry = groups[key] else { return nil }
+        guard !type(of: entry.group).needsChildren else { return groupInfo(key) }
+        return DownloadGroupInfo(
+            key: key, groupType: type(of: entry.group).groupType, title: entry.group.title(children: []),
+            rollUp: entry.group.rollUp(tally: entry.tally), childCount: entry.children.count, children: [])
+    }
+
+    /// Counts the changed children of the dirty groups again.
+    private func refreshTallies() {
+        for (key, ids) in dirtyGroups {
+            guard var entry = groups[key] else { continue }
+            groups[key] = nil  // (no copy of the entry while it changes)
+            for id in ids where entry.children.contains(id) {
+                guard let task = tasks[id] else { continue }
+                let counted = DownloadGroupTally.Entry(info(task))
+                if let old = entry.counted.updateValue(counted, forKey: id) { entry.tally.remove(old) }
+                entry.tally.add(counted)
+            }
+            groups[key] = entry
+        }
     }
 
     // MARK: - The tick: progress, store, journals, groups, disk
@@ -749,8 +783,11 @@ public actor DownloadTaskManager {
 
     /// Tells subscribers about the groups whose children changed since the last time.
     private func emitGroupChanges() {
-        for key in dirtyGroups.sorted() {
-            if let group = groupInfo(key) { hub.emit(.groupUpdated(group)) } else { hub.emit(.groupRemoved(key: key)) }
+        refreshTallies()
+        if hub.hasSubscribers {
+            for key in dirtyGroups.keys.sorted() {
+                if let group = groupUpdate(key) { hub.emit(.groupUpdated(group)) } else { hub.emit(.groupRemoved(key: key)) }
+            }
         }
         dirtyGroups.removeAll()
     }
@@ -772,10 +809,12 @@ public actor DownloadTaskManager {
             if let journal = task.journal, journal.isDirty { journals.append(journal) }
             guard emitProgress else { continue }
             task.speed.sample(bytes: snapshot.bytes, at: now)
+            // A running child's bytes and speed change its group's tally (a few per tick: the
+            // running ones, never every sibling).
+            markGroupChild(task)
             guard snapshot.bytes != task.lastReportedBytes, hub.hasSubscribers else { continue }
             task.lastReportedBytes = snapshot.bytes
             hub.emit(.taskProgress(info(task)))
-            if let key = task.groupKey { dirtyGroups.insert(key) }
         }
         emitGroupChanges()
         if !journals.isEmpty {
@@ -1126,6 +1165,9 @@ struct RunStart: Sendable {
 struct GroupEntry {
     var group: DownloadTaskGroup
     var children: Set<DownloadTaskID> = []
+    /// The roll-up's inputs, kept child by child, and each child's part as last counted.
+    var tally = DownloadGroupTally()
+    var counted: [DownloadTaskID: DownloadGroupTally.Entry] = [:]
 }
 
 extension DownloadManifest {

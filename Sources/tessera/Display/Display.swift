@@ -46,7 +46,7 @@ final class Display: Sendable {
                 let first = state.withLock { $0.finishedGroups.insert(group.key).inserted }
                 if first {
                     let mark = group.state == .completed ? "✓" : "✗"
-                    permanent("\(mark) group \(group.title) — \(Self.count(group.children.count, "task")), \(ByteCount.format(group.rollUp.bytesDone))")
+                    permanent("\(mark) group \(group.title) — \(Self.count(group.childCount, "task")), \(ByteCount.format(group.rollUp.bytesDone))")
                 }
             } else if case .notice(let notice) = event {
                 permanent("! \(notice.message)")
@@ -73,7 +73,7 @@ final class Display: Sendable {
         var rows: [BoardRow] = []
         for group in groups where group.state == .downloading || group.state == .waiting {
             rows.append(Self.progressRow(
-                title: "▸ group \(group.title) (\(Self.count(group.children.count, "task")))", done: group.rollUp.bytesDone,
+                title: "▸ group \(group.title) (\(Self.count(group.childCount, "task")))", done: group.rollUp.bytesDone,
                 total: group.rollUp.bytesTotal, speed: group.rollUp.bytesPerSecond, eta: group.rollUp.eta, state: group.state.rawValue))
         }
         let running = tasks.filter { $0.state.isRunning || $0.state.isInterrupted }
@@ -210,7 +210,7 @@ final class Display: Sendable {
         case .notice(let notice):
             return "notice: \(notice.message)"
         case .groupUpdated(let group) where group.state == .completed || group.state == .failed:
-            return "group \(group.key) \(group.state) (\(Self.count(group.children.count, "task")), \(ByteCount.format(group.rollUp.bytesDone)))"
+            return "group \(group.key) \(group.state) (\(Self.count(group.childCount, "task")), \(ByteCount.format(group.rollUp.bytesDone)))"
         default:
             return nil
         }
@@ -238,7 +238,7 @@ enum JSONEvent {
             var object: [String: Any] = [
                 "type": "group", "key": group.key, "title": group.title, "state": group.state.rawValue,
                 "bytesDone": group.rollUp.bytesDone, "bytesPerSecond": Int64(group.rollUp.bytesPerSecond),
-                "children": group.children.map { $0.id.description },
+                "childCount": group.childCount,
             ]
             if let total = group.rollUp.bytesTotal { object["bytesTotal"] = total }
             if let eta = group.rollUp.eta { object["etaSeconds"] = Int(eta.components.seconds) }
