@@ -12,11 +12,13 @@ func testHelperExecutable() throws -> URL {
     return executable
 }
 
-/// Starts `tessera-test-helper` and returns at once (its output is dropped).
-func startTestHelper(_ arguments: [String]) throws -> Process {
+/// Starts `tessera-test-helper` and returns at once (its output is dropped); `environment` is
+/// added to this process's.
+func startTestHelper(_ arguments: [String], environment: [String: String] = [:]) throws -> Process {
     let process = Process()
     process.executableURL = try testHelperExecutable()
     process.arguments = arguments
+    if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
     process.standardOutput = FileHandle.nullDevice
     process.standardError = FileHandle.nullDevice
     try process.run()

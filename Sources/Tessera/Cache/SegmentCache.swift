@@ -136,6 +136,7 @@ public final class SegmentCache: Sendable {
         let name = Self.name(for: key)
         let data = dataPath(name)
         try FileOperations.rename(temporary, to: data)
+        CrashPoint.cacheData.reach()
         let sidecar = Sidecar(key: key, size: size, checksum: checksum)
         let encoded: Data
         do {

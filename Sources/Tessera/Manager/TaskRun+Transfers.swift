@@ -71,6 +71,7 @@ extension TaskRun {
                     let verdict = try await transfer(index, of: writer, mirror: mirror, job: job, state: &state)
                     switch verdict {
                     case .done:
+                        CrashPoint.segmentDone.reach()
                         return .done
                     case .checksumMismatch(let error):
                         state.checkpoint = nil
@@ -564,15 +565,20 @@ extension TaskRun {
                         try Self.verify(writer.output, at: destination)
                         return true
                     }
+                    // Every segment is in: the journal says so on disk before the output is
+                    // assembled, so a kill from here on fetches nothing again.
+                    writer.journal.commit()
                     if !FileOperations.exists(part) { try FileOperations.createEmpty(part) }
                     if let length, FileOperations.size(part) != length { try FileOperations.truncate(part, to: length) }
                     if writer.kind == .single, let checksum = writer.output.segments[0].checksum {
                         try checksum.verify(fileAt: part)
                     }
                     try Self.verify(writer.output, at: part)
+                    CrashPoint.assembled.reach()
                     guard try FileOperations.moveWithoutReplacing(part, to: destination) else { return false }
                     writer.journal.update(writer.index) { $0 = TaskJournal.Output() }
                     self.fillCache(from: writer, at: destination)
+                    CrashPoint.moved.reach()
                     return true
                 }
                 if moved { return nil }

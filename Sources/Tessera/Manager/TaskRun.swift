@@ -223,6 +223,7 @@ struct TaskRun: Sendable {
         let manifest: DownloadManifest
         do {
             manifest = try await parser.resolve(in: context)
+            CrashPoint.resolved.reach()
         } catch let error as DownloadError {
             throw error
         } catch is CancellationError {
@@ -286,9 +287,11 @@ struct TaskRun: Sendable {
                     })
                 let record = records[index] ?? TaskJournal.Output()
                 if restoring { doneBytes += try Self.restore(writer, record: record, cache: cache, entity: entity) }
-                // An output already in place from an earlier run (moved, not yet recorded) is done.
+                // An output already in place from an earlier run (moved, not yet recorded: the
+                // journal may still list its segments) is done. Its name was given to this task
+                // when no file had it, and its size (and checksum) say it is the output.
                 if restoring, kind != .cacheOnly, kind != .separate, !FileOperations.exists(partPath), FileOperations.exists(finalPath),
-                    records[index] == nil, Self.isValid(output, at: finalPath)
+                    Self.isValid(output, at: finalPath)
                 {
                     for segment in 0..<output.segments.count where !writer.isDone(segment) { writer.setDone(segment) }
                     doneBytes = FileOperations.size(finalPath) ?? doneBytes

@@ -223,6 +223,7 @@ public final class SQLiteDownloadStore: DownloadStore {
                             .execute(arguments: [id.entityType, id.entityKey, id.variantKey])
                     }
                 }
+                CrashPoint.storeWrite.reach()
             }
         }
     }
