@@ -111,7 +111,8 @@ extension MediaMerger {
 final class ChildProcess: Sendable {
     private struct State {
         var cancelled = false
-        var process: Process?
+        var exited = false
+        var pid: Int32?
     }
 
     private let state = Mutex(State())
@@ -119,12 +120,22 @@ final class ChildProcess: Sendable {
     /// The most of its standard error that is kept: the end.
     static let errorLimit = 4096
 
+    /// How long a terminated child has to exit before it is killed.
+    static let killDelay: DispatchTimeInterval = .seconds(2)
+
+    /// Stops the child: SIGTERM, then SIGKILL if it has not exited after ``killDelay`` (ffmpeg
+    /// blocked in an `open` does not act on SIGTERM).
     func cancel() {
-        let process = state.withLock { state -> Process? in
+        let pid = state.withLock { state -> Int32? in
             state.cancelled = true
-            return state.process
+            return state.exited ? nil : state.pid
         }
-        if let process, process.isRunning { process.terminate() }
+        guard let pid else { return }
+        kill(pid, SIGTERM)
+        DispatchQueue.global().asyncAfter(deadline: .now() + Self.killDelay) { [self] in
+            // (Not once the owner has seen the child exit: its pid may be reused.)
+            state.withLock { state in if !state.exited { kill(pid, SIGKILL) } }
+        }
     }
 
     /// Runs `executable` with `arguments` to its end; throws unless it exits with status 0.
@@ -144,7 +155,7 @@ final class ChildProcess: Sendable {
             } catch {
                 return .failure(.ffmpegNotStarted(error.localizedDescription))
             }
-            state.process = process
+            state.pid = process.processIdentifier
             return .success(())
         }
         try started.get()
@@ -159,7 +170,12 @@ final class ChildProcess: Sendable {
         }
         try? reader.close()
         process.waitUntilExit()
-        if state.withLock({ $0.cancelled }) { throw .cancelled }
+        // From here a late SIGKILL is not sent (the pid may be another process's soon).
+        let cancelled = state.withLock { state in
+            state.exited = true
+            return state.cancelled
+        }
+        if cancelled { throw .cancelled }
         guard process.terminationReason == .exit, process.terminationStatus == 0 else {
             throw .ffmpegFailed(status: process.terminationStatus, message: String(decoding: tail, as: UTF8.self))
         }
