@@ -126,6 +126,36 @@ struct CLIMergeTests {
         }
     }
 
+    @Test func playurlPartsAreJoinedInTheirOrder() async throws {
+        var cli = CLI()
+        cli.merges = true
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            var durl: [String] = []
+            for order in 1...3 {
+                let path = cli.directory + "/part\(order).flv"
+                try await MediaTools.makeMuxed(at: path, seconds: 1)
+                let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: path)))
+                origin.serve("/parts/\(order).flv", .bytes(bytes, contentType: "video/x-flv"))
+                durl.append(#"{"order":\#(order),"size":\#(bytes.count),"url":"\#(origin.url("/parts/\(order).flv").absoluteString)"}"#)
+            }
+            // Listed out of order: the order numbers decide.
+            let answer = #"{"code":0,"message":"0","data":{"quality":80,"format":"flv","durl":[\#(durl.reversed().joined(separator: ","))]}}"#
+            origin.serve("/playurl/1001", .text(answer, contentType: "application/json"))
+            let api = origin.baseURL.absoluteString + "/playurl/{cid}?qn={quality}"
+            let result = try await cli.run(["get", "--json", "--plugin-arg", "playurl:api=\(api)", "playurl:170001/1001"])
+            #expect(result.status == 0, "\(result.errors)")
+            let task = try #require((result.jsonLines.last?["tasks"] as? [[String: Any]])?.first)
+            let merged = try #require(task["merged"] as? [String: Any], "\(result.output)")
+            let path = try #require(merged["path"] as? String)
+            #expect(path.hasPrefix(cli.downloads + "/1001/") && path.hasSuffix(".flv"), "\(path)")
+            #expect(Self.files(under: cli.downloads) == [String(path.dropFirst(cli.downloads.count + 1))])
+            let probe = try await MediaTools.probe(path)
+            #expect(probe.streams.sorted() == ["audio", "video"], "\(probe)")
+            #expect(abs(probe.duration - 3) < 0.6, "\(probe)")
+        }
+    }
+
     @Test func anUnknownOutputFormatIsRefused() async throws {
         let cli = CLI()
         defer { cli.cleanUp() }

@@ -53,6 +53,9 @@ struct CacheCommand: AsyncParsableCommand {
     @OptionGroup var network: NetworkOptions
     @OptionGroup var state: StateOptions
     @OptionGroup var output: DisplayOptions
+    /// Accepted (and checked) so that one configuration file serves `get` and `cache`; the
+    /// cache has no files to merge.
+    @OptionGroup var merge: MergeOptions
     @OptionGroup var config: ConfigOptions
 
     func validate() throws {
