@@ -8,8 +8,10 @@ APT_INSTALL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-in
 
 # Headers and pkg-config files the build needs: libcurl (OpenSSL flavour), libxml2, SQLite.
 BUILD_PACKAGES := libcurl4-openssl-dev libxml2-dev libsqlite3-dev libssl-dev pkg-config
-# A TLS and HTTP/2 peer for the engine tests.
-TEST_PACKAGES  := nginx-light openssl tmux
+# ffmpeg merges a video's tracks or parts into one file (get; --no-merge does without).
+MEDIA_PACKAGES := ffmpeg
+# A TLS and HTTP/2 peer for the engine tests, and ffmpeg/ffprobe for the merge tests.
+TEST_PACKAGES  := nginx-light openssl tmux $(MEDIA_PACKAGES)
 # What the benchmark compares against.
 BENCH_PACKAGES := nginx-light aria2 curl python3
 
@@ -61,6 +63,7 @@ install: deps
 	echo "Installed $$root/bin/tessera (man tessera; completions for bash, zsh, fish)"
 
 demo: deps
+	$(call ensure_packages,$(MEDIA_PACKAGES))
 	$(SWIFT) build --product tessera
 	$$($(SWIFT) build --show-bin-path)/tessera demo
 

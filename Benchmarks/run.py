@@ -627,9 +627,9 @@ CURL_PARALLEL = ["curl", "-q", "--parallel", "--parallel-max", str(PARALLEL), "-
 
 def tessera_get(binaries, inputs, out, state):
     """`tessera get INPUTS` with the options of every CLI scenario: output, a state directory of its
-    own, no segment cache, no proxy, quiet."""
+    own, no segment cache, no proxy, quiet, no merging (yt-dlp's runs do not merge either)."""
     return ([binaries["tessera_cli"], "get"] + inputs
-            + ["-o", out, "--state-dir", state, "--no-cache", "--proxy", "", "-q"])
+            + ["-o", out, "--state-dir", state, "--no-cache", "--proxy", "", "-q", "--no-merge"])
 
 
 def plain_commands(scenario, out, state, binaries):

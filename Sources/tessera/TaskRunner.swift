@@ -263,7 +263,7 @@ struct TaskRunner {
     }
 
     /// The summary: one line per task (and its files), as text and as the last JSON line.
-    func summarize(_ outcome: Outcome) {
+    func summarize(_ outcome: Outcome, merges: [DownloadTaskID: MergeOutcome] = [:]) {
         var tasks: [[String: Any]] = []
         var lines = [""]
         for info in outcome.tasks {
@@ -275,12 +275,18 @@ struct TaskRunner {
             ]
             if let error = info.error, info.state != .completed { object["error"] = JSONEvent.error(error) }
             if let time = outcome.times[info.id] { object["seconds"] = Double(time.components.seconds) + Double(time.components.attoseconds) / 1e18 }
+            let merged = merges[info.id]?.result
+            if let merged { object["merged"] = ["path": merged.path, "size": merged.size] }
             tasks.append(object)
             let mark = info.state == .completed ? "✓" : (info.state == .paused ? "‖" : "✗")
             var line = "\(mark) \(info.state.description.padding(toLength: 11, withPad: " ", startingAt: 0)) \(ByteCount.format(info.bytesDone).padding(toLength: 11, withPad: " ", startingAt: 0)) \(info.title)"
             if info.state != .completed, let error = info.error { line += " — \(error.message)" }
             lines.append(line)
-            if info.state == .completed {
+            if let merged {
+                // The parts are gone: the merged file stands for them (and any output not merged).
+                for output in info.outputs where !merged.removedInputs.contains(output.path) { lines.append("    → \(output.path)") }
+                lines.append("    → \(merged.path) (merged)")
+            } else if info.state == .completed {
                 for output in info.outputs { lines.append("    → \(output.path)") }
             }
         }

@@ -53,6 +53,9 @@ public struct DownloadTaskInfo: Sendable, Equatable {
         public var expectedSize: Int64?
         /// Whether the file is complete and verified.
         public var isComplete: Bool
+        /// What the output holds, as the manifest describes it (see ``MediaInfo``): what a
+        /// ``MediaMerger`` decides from.
+        public var media: MediaInfo? = nil
     }
 }
 

@@ -1103,7 +1103,7 @@ final class ManagedTask {
     var lastSampledBytes: Int64 = 0
     var run: RunHandle?
     var isRemoved = false
-    private var outputs: [(name: String, path: String, expectedSize: Int64?)] = []
+    private var outputs: [(name: String, path: String, expectedSize: Int64?, media: MediaInfo?)] = []
 
     init(entity: DownloadBaseEntity, mode: DownloadTaskMode, sequence: Int, addedAt: Date = Date()) {
         self.entity = entity
@@ -1123,7 +1123,7 @@ final class ManagedTask {
         if self.manifest != manifest { manifestRevision += 1 }
         self.manifest = manifest
         outputs = manifest.outputs.filter { mode == .cacheOnly || $0.isSelected }.map { output in
-            (output.name, layout.outputPath(entity: entity, output: output), output.knownSize)
+            (output.name, layout.outputPath(entity: entity, output: output), output.knownSize, output.media)
         }
         var segments = 0, unknown = 0
         var known: Int64 = 0
@@ -1139,7 +1139,7 @@ final class ManagedTask {
     }
 
     func outputInfos(complete: Bool) -> [DownloadTaskInfo.OutputInfo] {
-        outputs.map { DownloadTaskInfo.OutputInfo(name: $0.name, path: $0.path, expectedSize: $0.expectedSize, isComplete: complete) }
+        outputs.map { DownloadTaskInfo.OutputInfo(name: $0.name, path: $0.path, expectedSize: $0.expectedSize, isComplete: complete, media: $0.media) }
     }
 }
 

@@ -20,6 +20,7 @@ struct GetCommand: AsyncParsableCommand {
     @OptionGroup var network: NetworkOptions
     @OptionGroup var state: StateOptions
     @OptionGroup var output: DisplayOptions
+    @OptionGroup var merge: MergeOptions
     @OptionGroup var config: ConfigOptions
 
     @Flag(name: .customLong("dry-run"), help: "Resolve the inputs and show what would be downloaded (as `tessera resolve`), without downloading.")
@@ -34,7 +35,9 @@ struct GetCommand: AsyncParsableCommand {
             try await resolve.run()
             return
         }
-        try await DownloadRun(input: input, download: download, network: network, state: state, output: output, mode: .download).execute()
+        try await DownloadRun(
+            input: input, download: download, network: network, state: state, output: output, mode: .download, merge: merge
+        ).execute()
     }
 }
 
@@ -50,6 +53,9 @@ struct CacheCommand: AsyncParsableCommand {
     @OptionGroup var network: NetworkOptions
     @OptionGroup var state: StateOptions
     @OptionGroup var output: DisplayOptions
+    /// Accepted (and checked) so that one configuration file serves `get` and `cache`; the
+    /// cache has no files to merge.
+    @OptionGroup var merge: MergeOptions
     @OptionGroup var config: ConfigOptions
 
     func validate() throws {
@@ -103,6 +109,8 @@ struct DownloadRun {
     var state: StateOptions
     var output: DisplayOptions
     var mode: DownloadTaskMode
+    /// How `get` merges a finished task's tracks or parts (`nil`: `cache`, which writes none).
+    var merge: MergeOptions? = nil
 
     func execute() async throws {
         TerminalLogHandler.level.withLock { $0 = output.logLevel }
@@ -162,8 +170,13 @@ struct DownloadRun {
         // shell finds the task as soon as this one has started it.
         await session.manager.flushStore()
         let runner = TaskRunner(session: session, display: display)
-        let outcome = await runner.run(ids, events: events, inputErrors: inputErrors)
-        runner.summarize(outcome)
+        var outcome = await runner.run(ids, events: events, inputErrors: inputErrors)
+        var merges: [DownloadTaskID: MergeOutcome] = [:]
+        if let merge, !merge.noMerge, !outcome.interrupted {
+            merges = await MergeStep(format: merge.format, display: display).run(outcome.tasks)
+            if outcome.exitCode == 0, merges.values.contains(where: \.failed) { outcome.exitCode = 1 }
+        }
+        runner.summarize(outcome, merges: merges)
         await session.close()
         if outcome.exitCode != 0 { throw ExitCode(outcome.exitCode) }
     }

@@ -1,0 +1,228 @@
+import Foundation
+import Testing
+import Tessera
+import TesseraTesting
+
+/// The merge decision as a value: which files, which container, which ffmpeg arguments. No
+/// ffmpeg runs here.
+@Suite struct MediaMergerPlanTests {
+    static let video = MediaInfo(kind: .video, identifier: "v720", width: 1280, height: 720, codecs: "avc1.64001f")
+    static let audio = MediaInfo(kind: .audio, identifier: "a128", codecs: "mp4a.40.2")
+
+    @Test func aVideoAndItsAudioAreMuxedIntoMP4() throws {
+        let plan = try #require(MediaMerger().plan(
+            for: [MergeInput(path: "/d/stream/v720.mp4", media: Self.video), MergeInput(path: "/d/stream/a128.m4a", media: Self.audio)],
+            title: "My show"))
+        #expect(plan.method == .mux)
+        #expect(plan.inputs == ["/d/stream/v720.mp4", "/d/stream/a128.m4a"])
+        #expect(plan.output == "/d/stream/My show.mp4")
+        #expect(plan.muxer == "mp4")
+        #expect(plan.ffmpegArguments == [
+            "-nostdin", "-hide_banner", "-loglevel", "error", "-y",
+            "-i", "/d/stream/v720.mp4", "-i", "/d/stream/a128.m4a", "-map", "0:v", "-map", "1:a",
+            "-c", "copy", "-f", "mp4", "/d/stream/.My show.mp4.merging",
+        ])
+        #expect(plan.temporaryOutput.hasPrefix("/d/stream/."))
+        #expect(!plan.ffmpegArguments.contains("-c:v") && !plan.ffmpegArguments.contains("libx264"), "never re-encoded")
+    }
+
+    @Test(arguments: [
+        ("avc1.64001f", "mp4a.40.2", "mp4"), ("hvc1.1.6.L93.B0", "mp4a.40.5", "mp4"), ("avc3.4d401e", "mp4a.40.2", "mp4"),
+        ("vp09.00.10.08", "opus", "mkv"), ("avc1.64001f", "ec-3", "mkv"), ("av01.0.05M.08", "mp4a.40.2", "mkv"),
+    ])
+    func theContainerIsMP4OnlyWhenEveryCodecFitsIt(video: String, audio: String, expected: String) throws {
+        let plan = try #require(MediaMerger().plan(
+            for: [MergeInput(path: "/d/v.mp4", media: MediaInfo(kind: .video, codecs: video)), MergeInput(path: "/d/a.m4a", media: MediaInfo(kind: .audio, codecs: audio))],
+            title: "t"))
+        #expect(plan.output == "/d/t.\(expected)")
+        #expect(plan.muxer == (expected == "mp4" ? "mp4" : "matroska"))
+    }
+
+    @Test func unknownCodecsGiveMatroskaButAVariantsListCountsForItsAudio() throws {
+        let unknown = try #require(MediaMerger().plan(
+            for: [MergeInput(path: "/d/v.ts", media: MediaInfo(kind: .video)), MergeInput(path: "/d/a.ts", media: MediaInfo(kind: .audio))],
+            title: nil))
+        #expect(unknown.muxer == "matroska")
+        #expect(unknown.output == "/d/d.mkv", "named after the directory without a title")
+        // HLS: the variant names both codecs, the audio rendition none.
+        let hls = try #require(MediaMerger().plan(
+            for: [MergeInput(path: "/d/720p.ts", media: MediaInfo(kind: .video, codecs: "avc1.64001f,mp4a.40.2")), MergeInput(path: "/d/English.ts", media: MediaInfo(kind: .audio))],
+            title: "master"))
+        #expect(hls.muxer == "mp4")
+    }
+
+    @Test(arguments: MergeOutputFormat.allCases)
+    func theOutputFormatOverridesTheChoice(format: MergeOutputFormat) throws {
+        let plan = try #require(MediaMerger(outputFormat: format).plan(
+            for: [MergeInput(path: "/d/v.mp4", media: Self.video), MergeInput(path: "/d/a.m4a", media: Self.audio)], title: "x"))
+        #expect(plan.output == "/d/x.\(format.rawValue)")
+        #expect(plan.muxer == format.muxer)
+        #expect(plan.ffmpegArguments.suffix(3) == ["-f", format.muxer, "/d/.x.\(format.rawValue).merging"])
+    }
+
+    @Test func subtitlesAndSeveralAudioTracks() throws {
+        let plan = try #require(MediaMerger().plan(
+            for: [
+                MergeInput(path: "/d/v.mp4", media: Self.video), MergeInput(path: "/d/en.m4a", media: Self.audio),
+                MergeInput(path: "/d/en.vtt", media: MediaInfo(kind: .subtitles)), MergeInput(path: "/d/de.m4a", media: Self.audio),
+            ], title: "x"))
+        #expect(plan.inputs == ["/d/v.mp4", "/d/en.m4a", "/d/de.m4a"], "subtitles stay a file of their own")
+        #expect(plan.streams == [.video, .audio, .audio])
+    }
+
+    @Test func nothingToMerge() {
+        let merger = MediaMerger()
+        #expect(merger.plan(for: [], title: "x") == nil)
+        #expect(merger.plan(for: [MergeInput(path: "/d/v.mp4", media: Self.video)], title: "x") == nil)
+        #expect(merger.plan(for: [MergeInput(path: "/d/a.mp4", media: Self.audio), MergeInput(path: "/d/b.mp4", media: Self.audio)], title: "x") == nil)
+        // Two variants of one stream (`-f all`) are not parts of one video.
+        let one = MediaInfo(kind: .muxed, identifier: "720p"), other = MediaInfo(kind: .muxed, identifier: "480p")
+        #expect(merger.plan(for: [MergeInput(path: "/d/720p.ts", media: one), MergeInput(path: "/d/480p.ts", media: other)], title: "x") == nil)
+        #expect(merger.plan(for: [MergeInput(path: "/d/file.bin", media: nil), MergeInput(path: "/d/other.bin", media: nil)], title: "x") == nil)
+        #expect(merger.plan(for: [MergeInput(path: "/d/part-1.flv", media: MediaInfo(kind: .muxed, quality: "80"))], title: "x") == nil)
+    }
+
+    @Test func partsAreConcatenatedInTheirOrder() throws {
+        let media = MediaInfo(kind: .muxed, identifier: "80", quality: "80")
+        let paths = (1...11).map { "/d/1001/part-\($0).flv" }
+        let plan = try #require(MediaMerger().plan(for: paths.map { MergeInput(path: $0, media: media) }, title: "av170001 cid 1001"))
+        #expect(plan.method == .concatenate)
+        #expect(plan.inputs == paths, "part-10 and part-11 come after part-9, not after part-1")
+        #expect(plan.output == "/d/1001/av170001 cid 1001.flv")
+        #expect(plan.muxer == "flv")
+        #expect(plan.ffmpegArguments == [
+            "-nostdin", "-hide_banner", "-loglevel", "error", "-y",
+            "-f", "concat", "-safe", "0", "-i", plan.concatListPath, "-map", "0", "-c", "copy", "-f", "flv", plan.temporaryOutput,
+        ])
+        #expect(MediaMerger(outputFormat: .mkv).plan(for: paths.map { MergeInput(path: $0, media: media) }, title: "t")?.output == "/d/1001/t.mkv")
+        // Parts of mixed or unknown extensions: Matroska.
+        let mixed = try #require(MediaMerger().plan(
+            for: [MergeInput(path: "/d/p1.flv", media: media), MergeInput(path: "/d/p2.xyz", media: media)], title: "t"))
+        #expect(mixed.output == "/d/t.mkv")
+    }
+
+    @Test func theConcatListQuotesEveryName() {
+        let list = MediaMerger.concatList(["/d/it's here.flv", "/d/two  spaces.flv", "-dash.flv", "/d/-abs.flv", "/d/back\\slash.flv"])
+        #expect(list == """
+            file '/d/it'\\''s here.flv'
+            file '/d/two  spaces.flv'
+            file './-dash.flv'
+            file '/d/-abs.flv'
+            file '/d/back\\slash.flv'
+
+            """)
+    }
+
+    @Test func hostileNamesStayArgumentsOfTheirOwn() throws {
+        // A title that is a path or an option becomes a plain file name.
+        let plan = try #require(MediaMerger().plan(
+            for: [MergeInput(path: "-v.mp4", media: Self.video), MergeInput(path: "-a.m4a", media: Self.audio)], title: "../../-etc/passwd"))
+        #expect(plan.output.hasPrefix("./"), "\(plan.output)")
+        #expect(!plan.output.dropFirst(2).contains("/"), "\(plan.output)")
+        let arguments = plan.ffmpegArguments
+        #expect(arguments.contains("./-v.mp4") && arguments.contains("./-a.m4a"))
+        #expect(!arguments.contains("-v.mp4"))
+        // A title that names one of the inputs does not overwrite it.
+        let clash = try #require(MediaMerger().plan(
+            for: [MergeInput(path: "/d/v.mp4", media: Self.video), MergeInput(path: "/d/a.m4a", media: Self.audio)], title: "v"))
+        #expect(clash.output == "/d/v.1.mp4")
+    }
+
+    @Test func ffmpegIsFoundOnAbsolutePathEntriesOnly() throws {
+        let directory = NSTemporaryDirectory() + "merge-path-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let tool = directory + "/ffmpeg"
+        _ = FileManager.default.createFile(atPath: tool, contents: Data("#!/bin/sh\n".utf8), attributes: [.posixPermissions: 0o755])
+        #expect(MediaMerger.findFFmpeg(environment: ["PATH": "/nonexistent:\(directory)"]) == tool)
+        #expect(MediaMerger.findFFmpeg(environment: ["PATH": "/nonexistent"]) == nil)
+        #expect(MediaMerger.findFFmpeg(environment: ["PATH": String(directory.drop { $0 == "/" })]) == nil, "relative entries are not searched")
+    }
+}
+
+/// Merging real media made by ffmpeg, checked with ffprobe.
+@Suite(.enabled(if: MediaTools.available, "needs ffmpeg and ffprobe (apt-get install ffmpeg; make test installs it)"), .timeLimit(.minutes(2)))
+struct MediaMergerFFmpegTests {
+    let directory = NSTemporaryDirectory() + "merge-\(UUID().uuidString)"
+
+    init() throws {
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    }
+
+    func cleanUp() { try? FileManager.default.removeItem(atPath: directory) }
+
+    @Test func aVideoAndAnAudioTrackBecomeOneFile() async throws {
+        defer { cleanUp() }
+        let video = directory + "/v720.mp4", audio = directory + "/a128.m4a"
+        try await MediaTools.makeVideo(at: video)
+        try await MediaTools.makeAudio(at: audio)
+        let codec = MediaTools.hasLibx264 ? "avc1.64000d" : "mp4v.20.9"
+        let merger = MediaMerger()
+        let plan = try #require(merger.plan(
+            for: [MergeInput(path: video, media: MediaInfo(kind: .video, codecs: codec)), MergeInput(path: audio, media: MediaInfo(kind: .audio, codecs: "mp4a.40.2"))],
+            title: "it's a \"show\""))
+        let ffmpeg = try #require(MediaTools.ffmpeg)
+        let result = try await merger.run(plan, ffmpeg: ffmpeg)
+        #expect(result.path == directory + "/it's a \"show\"." + (MediaTools.hasLibx264 ? "mp4" : "mkv"))
+        #expect(result.size > 0)
+        #expect(result.removedInputs == [video, audio])
+        #expect(!FileManager.default.fileExists(atPath: video) && !FileManager.default.fileExists(atPath: audio))
+        let probe = try await MediaTools.probe(result.path)
+        #expect(probe.streams.sorted() == ["audio", "video"])
+        #expect(abs(probe.duration - 2) < 0.5, "\(probe.duration)")
+        let left = try FileManager.default.contentsOfDirectory(atPath: directory)
+        #expect(left == [(result.path as NSString).lastPathComponent], "no temporary file is left: \(left)")
+    }
+
+    @Test func threePartsAreConcatenated() async throws {
+        defer { cleanUp() }
+        let parts = ["part-1.mp4", "it's part 2.mp4", "-part-3.mp4"].map { directory + "/" + $0 }
+        for part in parts { try await MediaTools.makeMuxed(at: part, seconds: 1) }
+        let media = MediaInfo(kind: .muxed, identifier: "80", quality: "80")
+        let merger = MediaMerger()
+        let plan = try #require(merger.plan(for: parts.map { MergeInput(path: $0, media: media) }, title: "cid 1001"))
+        let result = try await merger.run(plan, ffmpeg: try #require(MediaTools.ffmpeg))
+        #expect(result.path == directory + "/cid 1001.mp4")
+        let probe = try await MediaTools.probe(result.path)
+        #expect(probe.streams.sorted() == ["audio", "video"])
+        #expect(abs(probe.duration - 3) < 0.5, "\(probe.duration)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == ["cid 1001.mp4"])
+    }
+
+    @Test func aFailedMergeKeepsTheFilesAndLeavesNoHalfFile() async throws {
+        defer { cleanUp() }
+        let video = directory + "/v.mp4", audio = directory + "/a.m4a"
+        _ = FileManager.default.createFile(atPath: video, contents: Data(repeating: 7, count: 5000))
+        _ = FileManager.default.createFile(atPath: audio, contents: Data(repeating: 9, count: 3000))
+        let merger = MediaMerger()
+        let plan = try #require(merger.plan(
+            for: [MergeInput(path: video, media: MediaInfo(kind: .video)), MergeInput(path: audio, media: MediaInfo(kind: .audio))], title: "t"))
+        await #expect {
+            try await merger.run(plan, ffmpeg: try #require(MediaTools.ffmpeg))
+        } throws: { error in
+            guard case .ffmpegFailed(let status, let message) = error as? MergeError else { return false }
+            return status != 0 && !message.isEmpty && message.utf8.count <= 4096
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory).sorted() == ["a.m4a", "v.mp4"])
+    }
+
+    @Test func cancellingTheTaskStopsFFmpeg() async throws {
+        defer { cleanUp() }
+        // A stand-in for a long merge: an ffmpeg run that would take a minute.
+        let fifo = directory + "/never.mp4"
+        #expect(mkfifo(fifo, 0o644) == 0)
+        let audio = directory + "/a.m4a"
+        try await MediaTools.makeAudio(at: audio)
+        let plan = MergePlan(
+            method: .mux, inputs: [fifo, audio], streams: [.video, .audio], output: directory + "/out.mkv", muxer: "matroska")
+        let ffmpeg = try #require(MediaTools.ffmpeg)
+        let started = ContinuousClock.now
+        let task = Task { try await MediaMerger().run(plan, ffmpeg: ffmpeg) }
+        try await Task.sleep(for: .milliseconds(300))
+        task.cancel()
+        await #expect(throws: MergeError.cancelled) { try await task.value }
+        #expect(ContinuousClock.now - started < .seconds(20))
+        #expect(FileManager.default.fileExists(atPath: audio), "the inputs stay")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/out.mkv"))
+    }
+}
