@@ -78,6 +78,33 @@ struct CLIMergeTests {
         }
     }
 
+    @Test func theSameCommandAgainFindsTheMergedFileAndFetchesNothing() async throws {
+        var cli = CLI()
+        cli.merges = true
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let url = try await Self.serveShow(on: origin, directory: cli.directory)
+            let first = try await cli.run(["get", url])
+            #expect(first.status == 0, "\(first.errors)")
+            let files = Self.files(under: cli.downloads)
+            #expect(files.count == 1, "\(files)")
+            let requests = origin.totalRequests
+            // Again: the merged file stands for the tracks; nothing is fetched or merged again.
+            let second = try await cli.run(["get", "--json", url])
+            #expect(second.status == 0, "\(second.errors)")
+            #expect(origin.totalRequests - requests <= 1, "only the playlist may be asked for again")
+            #expect(Self.files(under: cli.downloads) == files)
+            let task = try #require((second.jsonLines.last?["tasks"] as? [[String: Any]])?.first)
+            #expect(task["state"] as? String == "completed")
+            // The merged file deleted by hand: the tracks are fetched and merged again.
+            try FileManager.default.removeItem(atPath: cli.downloads + "/" + files[0])
+            let third = try await cli.run(["get", url])
+            #expect(third.status == 0, "\(third.errors)")
+            #expect(Self.files(under: cli.downloads) == files, "merged again under the same name")
+            #expect(origin.totalRequests > requests + 2)
+        }
+    }
+
     @Test func theTextSummaryNamesTheMergedFile() async throws {
         var cli = CLI()
         cli.merges = true

@@ -147,6 +147,16 @@ public actor DownloadTaskManager {
     /// disk with its size (checked off the actor).
     private func outputsAreMissing(_ id: DownloadTaskID) async -> Bool {
         guard let task = tasks[id], task.mode == .download, state(of: task) == .completed else { return false }
+        if let replacement = task.replacement {
+            // Merged into one file: the task is done while that file is there.
+            let size = await executor.run { FileOperations.size(replacement.path) }
+            if size == replacement.size { return false }
+            guard let task = tasks[id], state(of: task) == .completed, let manifest = task.manifest else { return false }
+            task.setManifest(manifest.withoutReplacement, layout: layout)
+            save(.update(taskRecord(task, state: .completed)))
+            configuration.logger.info("a completed task's merged file is missing: it runs again", metadata: ["task": "\(id)", "path": "\(replacement.path)"])
+            return true
+        }
         let outputs = task.outputInfos(complete: true)
         let missing = await executor.run { () -> String? in
             for output in outputs {
@@ -162,6 +172,24 @@ public actor DownloadTaskManager {
         guard let missing, let task = tasks[id], state(of: task) == .completed else { return false }
         configuration.logger.info("a completed task's output is missing: it runs again", metadata: ["task": "\(id)", "path": "\(missing)"])
         return true
+    }
+
+    /// Records that a completed task's outputs were replaced by one file made from them (a
+    /// merge, see ``MediaMerger``): the task stays completed while `path` is there with `size`
+    /// bytes, its snapshot lists that file as its only output, and starting it again fetches
+    /// nothing. When the file is gone, starting the task fetches its outputs again. The record
+    /// is in the store when this returns, also after ``shutdown()`` (a merge runs after the
+    /// downloads).
+    public func recordReplacement(of id: DownloadTaskID, by path: String, size: Int64) async throws(DownloadError) {
+        guard let task = tasks[id], let manifest = task.manifest, state(of: task) == .completed, task.mode == .download else {
+            throw DownloadError(.invalidState, "only a completed download's outputs can be replaced (task \(id))")
+        }
+        var replaced = manifest.withoutReplacement
+        replaced.metadata[DownloadManifest.replacedByKey] = path
+        replaced.metadata[DownloadManifest.replacedBySizeKey] = String(size)
+        task.setManifest(replaced, layout: layout)
+        save(.update(taskRecord(task, state: .completed)))
+        await writeUnsaved()
     }
 
     /// Queues a known task again, ahead of the others.
@@ -1115,6 +1143,14 @@ final class ManagedTask {
 
     var groupKey: String? { entity.aggregationKey }
 
+    /// The one file the outputs were merged into (``DownloadTaskManager/recordReplacement(of:by:size:)``).
+    var replacement: (path: String, size: Int64)? {
+        guard let metadata = manifest?.metadata, let path = metadata[DownloadManifest.replacedByKey],
+            let size = metadata[DownloadManifest.replacedBySizeKey].flatMap(Int64.init)
+        else { return nil }
+        return (path, size)
+    }
+
     /// The journal of the current run, once its outputs are prepared.
     var journal: TaskJournal? { run?.shared.journal }
 
@@ -1124,6 +1160,9 @@ final class ManagedTask {
         self.manifest = manifest
         outputs = manifest.outputs.filter { mode == .cacheOnly || $0.isSelected }.map { output in
             (output.name, layout.outputPath(entity: entity, output: output), output.knownSize, output.media)
+        }
+        if let replacement {
+            outputs = [((replacement.path as NSString).lastPathComponent, replacement.path, replacement.size, nil)]
         }
         var segments = 0, unknown = 0
         var known: Int64 = 0
@@ -1181,5 +1220,19 @@ extension DownloadManifest {
             else { return false }
         }
         return true
+    }
+}
+
+extension DownloadManifest {
+    /// Metadata keys of a completed task whose outputs were merged into one file.
+    static let replacedByKey = "tessera.replacedBy"
+    static let replacedBySizeKey = "tessera.replacedBySize"
+
+    /// The manifest without a record of its outputs' replacement.
+    var withoutReplacement: DownloadManifest {
+        var manifest = self
+        manifest.metadata[Self.replacedByKey] = nil
+        manifest.metadata[Self.replacedBySizeKey] = nil
+        return manifest
     }
 }

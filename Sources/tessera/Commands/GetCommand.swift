@@ -173,7 +173,7 @@ struct DownloadRun {
         var outcome = await runner.run(ids, events: events, inputErrors: inputErrors)
         var merges: [DownloadTaskID: MergeOutcome] = [:]
         if let merge, !merge.noMerge, !outcome.interrupted {
-            merges = await MergeStep(format: merge.format, display: display).run(outcome.tasks)
+            merges = await MergeStep(format: merge.format, display: display, manager: session.manager).run(outcome.tasks)
             if outcome.exitCode == 0, merges.values.contains(where: \.failed) { outcome.exitCode = 1 }
         }
         runner.summarize(outcome, merges: merges)

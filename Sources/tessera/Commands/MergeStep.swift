@@ -37,6 +37,7 @@ struct MergeOutcome {
 struct MergeStep {
     var format: MergeOutputFormat?
     var display: Display
+    var manager: DownloadTaskManager
     var environment: [String: String] = ProcessInfo.processInfo.environment
 
     func run(_ tasks: [DownloadTaskInfo]) async -> [DownloadTaskID: MergeOutcome] {
@@ -68,6 +69,9 @@ struct MergeStep {
                     break
                 }
                 outcomes[info.id] = MergeOutcome(result: result, failed: false)
+                // The merged file stands for the task's outputs from now on: the same command
+                // again finds the task complete instead of fetching the parts again.
+                try? await manager.recordReplacement(of: info.id, by: result.path, size: result.size)
             } catch {
                 let message = (error as? MergeError)?.message ?? describe(error)
                 display.standardError("tessera: could not merge \(info.title): \(message); its files are kept")
