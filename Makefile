@@ -15,7 +15,7 @@ TEST_PACKAGES  := nginx-light openssl tmux $(MEDIA_PACKAGES)
 # What the benchmark compares against.
 BENCH_PACKAGES := nginx-light aria2 curl python3
 
-.PHONY: all demo test bench conformance docs build deps bench-deps clean help install
+.PHONY: all demo test bench conformance docs build deps bench-deps clean help install check fuzz
 DOCC ?= $(shell command -v docc || echo "$(dir $(realpath $(shell command -v $(SWIFT))))docc")
 # What the conformance check compares against: aria2c from apt, yt-dlp from PyPI in a venv.
 CONFORMANCE_PACKAGES := aria2 python3 python3-venv
@@ -29,6 +29,8 @@ help:
 	@echo "make conformance  DASH segment lists and HLS downloads against yt-dlp, Metalink downloads against aria2c"
 	@echo "make docs   the DocC documentation of Tessera into .build/docs (warnings are errors)"
 	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  the tessera command, its man page and bash/zsh/fish completions"
+	@echo "make check  the test suite under ThreadSanitizer, then AddressSanitizer (slow)"
+	@echo "make fuzz [FUZZ_SECONDS=600] [FUZZ_TARGETS=...]  libFuzzer on every parser, FUZZ_SECONDS each"
 
 # apt-get update runs only when something is missing, and only once.
 define ensure_packages
@@ -74,6 +76,34 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --skip TimingTests
 	$(SWIFT) test --skip-build --filter TimingTests --no-parallel
+
+# The suite under the sanitizers, each in a build directory of its own (the wall-clock suites
+# are left out: a sanitizer slows everything several times).
+check: deps
+	$(call ensure_packages,$(TEST_PACKAGES))
+	$(SWIFT) build --build-tests --sanitize=thread --scratch-path .build/tsan
+	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan --skip TimingTests
+	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
+	$(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan --skip TimingTests
+
+# libFuzzer with AddressSanitizer on each harness of Tests/Fuzz for FUZZ_SECONDS. The corpus
+# grows in .build/fuzz-corpus/<target>, seeded from Tests/Fuzz/Corpus/<target>; an input that
+# crashes is left in .build/fuzz-findings/<target>: add it to Tests/Fuzz/Corpus/<target>, where
+# `make test` replays it from then on.
+FUZZ_SECONDS ?= 600
+FUZZ_TARGETS ?= mpd m3u8 metalink playurl json naming names
+fuzz: deps
+	$(SWIFT) build --product tessera-fuzz --scratch-path .build/fuzz -Xswiftc -sanitize=fuzzer,address -Xswiftc -DFUZZING
+	@set -e; for target in $(FUZZ_TARGETS); do \
+		mkdir -p .build/fuzz-corpus/$$target .build/fuzz-findings/$$target; \
+		echo "fuzzing $$target for $(FUZZ_SECONDS) s"; \
+		log=.build/fuzz-findings/$$target.log; \
+		if TESSERA_FUZZ_TARGET=$$target .build/fuzz/debug/tessera-fuzz -max_total_time=$(FUZZ_SECONDS) -timeout=10 \
+			-rss_limit_mb=2048 -max_len=65536 -print_final_stats=1 -artifact_prefix=.build/fuzz-findings/$$target/ \
+			.build/fuzz-corpus/$$target Tests/Fuzz/Corpus/$$target > $$log 2>&1; \
+		then grep -E "^stat::number_of_executed_units|^Done" $$log || true; \
+		else tail -n 40 $$log; echo "fuzz: $$target found a failure: see .build/fuzz-findings/$$target"; exit 1; fi; \
+	done
 
 # P1/P2: the engine (tessera-engine-bench) against curl and aria2c; P3-P5: the tessera CLI on DASH,
 # HLS and Metalink against yt-dlp (the conformance check's virtualenv, hence python3-venv) and aria2c.

@@ -118,6 +118,14 @@ let package = Package(
             dependencies: ["Tessera", "TesseraTesting"],
             path: "Tests/Helpers/TesseraTestHelper"
         ),
+        // The fuzzing harnesses (`make fuzz` builds them with libFuzzer); built as usual, they
+        // replay a corpus, which `make test` does with every finding kept in Tests/Fuzz/Corpus.
+        .executableTarget(
+            name: "tessera-fuzz",
+            dependencies: ["Tessera"] + plugins.map { .target(name: $0.name) },
+            path: "Tests/Fuzz",
+            exclude: ["Corpus"]
+        ),
         .testTarget(
             name: "TesseraTests",
             dependencies: ["Tessera", "TesseraTesting"]
