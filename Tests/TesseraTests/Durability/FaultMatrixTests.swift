@@ -5,8 +5,9 @@ import TesseraTesting
 @testable import Tessera
 
 /// Each fault of a hostile or broken server against each kind of download: a small file (one
-/// connection), a large one shared over several connections, and a segmented manifest (the
-/// fault on one of its segments). Every cell ends either
+/// connection), a large one shared over several connections, a segmented manifest (the fault on
+/// one of its segments) and a file of checksummed pieces with a mirror (as Metalink describes
+/// one; the fault on the first request that meets it). Every cell ends either
 /// completed with the origin's bytes exactly, or with the error that names the fault; a
 /// completed file leaves no partial file and no work file behind.
 @Suite(.timeLimit(.minutes(3))) struct FaultMatrixTests {
@@ -17,16 +18,24 @@ import TesseraTesting
         case split
         /// A manifest of 6 segments of 200 KB, concatenated; the fault is on the third.
         case segments
+        /// One file of 6 pieces of 200 KB (ranges of one resource, each with its SHA-256) and a
+        /// mirror of the resource.
+        case pieces
 
         var size: Int64 { self == .split ? 6_000_000 : 200_000 }
+        /// Whether the download has a second URL for the resource that has the fault.
+        var hasMirror: Bool { self == .segments || self == .pieces }
     }
 
     enum Fault: String, CaseIterable, Sendable {
         case dropOnce, status500Once, status503RetryAfterOnce, status429Once, wrongLengthOnce, stallOnce
         case contentChangesMidway, redirectLoop, redirectToFTP, missing
+        /// The primary URL's host refuses every connection (nothing listens); a mirror works.
+        case deadMirror
 
         /// The error a cell ends with, or `nil` when it completes.
         var expectedError: DownloadError.Code? {
+            // (The pieces' mirror is the same path: a lasting fault is on both of its URLs.)
             switch self {
             case .redirectLoop: .tooManyRedirects
             case .redirectToFTP: .unsafeInput
@@ -36,7 +45,9 @@ import TesseraTesting
         }
     }
 
-    static let cells: [(Kind, Fault)] = Kind.allCases.flatMap { kind in Fault.allCases.map { (kind, $0) } }
+    static let cells: [(Kind, Fault)] = Kind.allCases.flatMap { kind in
+        Fault.allCases.filter { $0 != .deadMirror || kind.hasMirror }.map { (kind, $0) }
+    }
 
     @Test(arguments: cells)
     func aFaultEndsCompleteOrWithItsError(kind: Kind, fault: Fault) async throws {
@@ -47,8 +58,41 @@ import TesseraTesting
             configuration.retry.maxAttempts = 4
         }) { harness in
             let origin = harness.origin
-            let fixture = kind == .segments ? harness.fixture("\(fault)", segments: 6, size: kind.size) : nil
-            let path = fixture != nil ? harness.segmentPath("\(fault)", 0, 2, size: kind.size) : "/bytes/\(kind.size)/\(kind)-\(fault).bin"
+            // Nothing listens on port 1: a host that refuses every connection.
+            let dead = "http://127.0.0.1:1"
+            let piecesPath = "/bytes/\(6 * kind.size)/pieces-\(fault).bin"
+            let fixture: Fixture?
+            switch kind {
+            case .segments:
+                fixture = harness.fixture("\(fault)", segments: 6, size: kind.size) { document in
+                    if fault == .deadMirror {
+                        let url = document.outputs[0].segments[2].urls[0]
+                        document.outputs[0].segments[2].urls = [dead + URL(string: url)!.path, url]
+                    }
+                }
+            case .pieces:
+                let bytes = origin.content(at: piecesPath).bytes(0..<(6 * kind.size))
+                fixture = harness.fixture("\(fault)") { document in
+                    let primary = fault == .deadMirror ? dead + piecesPath : origin.url(piecesPath).absoluteString
+                    // The mirror: the same resource (the origin's content ignores the query).
+                    let mirror = origin.url(piecesPath).absoluteString + "?mirror=2"
+                    document.outputs[0].assembly = "pieces"
+                    document.outputs[0].sha256 = Checksum.compute(.sha256, bytes: bytes).hexDigest
+                    document.outputs[0].segments = (0..<6).map { index in
+                        let range = Int(Int64(index) * kind.size)..<Int(Int64(index + 1) * kind.size)
+                        return FixtureDocument.Segment(
+                            urls: [primary, mirror], size: kind.size, sha256: Checksum.compute(.sha256, bytes: bytes[range]).hexDigest,
+                            offset: Int64(index) * kind.size, range: [Int64(index) * kind.size, kind.size])
+                    }
+                }
+            case .small, .split:
+                fixture = nil
+            }
+            let path = switch kind {
+            case .segments: harness.segmentPath("\(fault)", 0, 2, size: kind.size)
+            case .pieces: piecesPath
+            case .small, .split: "/bytes/\(kind.size)/\(kind)-\(fault).bin"
+            }
             switch fault {
             case .dropOnce: origin.inject(.dropConnection(afterBytes: kind.size / 3), at: path, times: 1)
             case .status500Once: origin.inject(.status(500), at: path, times: 1)
@@ -60,6 +104,7 @@ import TesseraTesting
             case .redirectLoop: origin.inject(.redirect(to: path), at: path)
             case .redirectToFTP: origin.inject(.redirect(to: "ftp://127.0.0.1/\(kind).bin"), at: path)
             case .missing: origin.inject(.status(404), at: path)
+            case .deadMirror: break
             }
             let entity: DownloadBaseEntity = fixture?.entity ?? DirectEntity(url: origin.url(path))
             try await harness.manager.start(entity)
@@ -81,12 +126,13 @@ import TesseraTesting
             #expect(ended.state == .completed, "\(String(describing: ended.error))")
             // One version, whole: the current one, or (a connection that was already sending
             // when the content changed) the one before; never the two spliced.
-            let offset: Int64? = fixture == nil ? nil : 2 * kind.size  // (nil: the whole file, nothing after)
-            let current = await origin.content(at: path).verifyFile(atPath: file, size: kind.size, fileOffset: offset)
+            let offset: Int64? = kind == .segments ? 2 * kind.size : nil  // (nil: the whole file, nothing after)
+            let size = kind == .pieces ? 6 * kind.size : kind.size
+            let current = await origin.content(at: path).verifyFile(atPath: file, size: size, fileOffset: offset)
             let previous = fault == .contentChangesMidway
-                ? await OriginContent(path: path, version: 0).verifyFile(atPath: file, size: kind.size, fileOffset: offset) : false
+                ? await OriginContent(path: path, version: 0).verifyFile(atPath: file, size: size, fileOffset: offset) : false
             #expect(current || previous, "the file (the faulty segment's place in it) is one version of the origin's, whole")
-            if fixture != nil {
+            if kind == .segments {
                 // The other segments, each in its place.
                 for segment in [0, 1, 3, 4, 5] {
                     let other = harness.segmentPath("\(fault)", 0, segment, size: kind.size)
