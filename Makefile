@@ -15,7 +15,7 @@ TEST_PACKAGES  := nginx-light openssl tmux $(MEDIA_PACKAGES)
 # What the benchmark compares against.
 BENCH_PACKAGES := nginx-light aria2 curl python3
 
-.PHONY: all demo test bench conformance docs build deps bench-deps clean help install check fuzz
+.PHONY: all demo test bench conformance docs build deps bench-deps clean help install check fuzz soak
 DOCC ?= $(shell command -v docc || echo "$(dir $(realpath $(shell command -v $(SWIFT))))docc")
 # What the conformance check compares against: aria2c from apt, yt-dlp from PyPI in a venv.
 CONFORMANCE_PACKAGES := aria2 python3 python3-venv
@@ -30,6 +30,7 @@ help:
 	@echo "make docs   the DocC documentation of Tessera into .build/docs (warnings are errors)"
 	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  the tessera command, its man page and bash/zsh/fish completions"
 	@echo "make check  the test suite under ThreadSanitizer, then AddressSanitizer (slow)"
+	@echo "make soak   10,000 segments over 20 entities with 5% faults: byte-identical, memory and open files flat"
 	@echo "make fuzz [FUZZ_SECONDS=600] [FUZZ_TARGETS=...]  libFuzzer on every parser, FUZZ_SECONDS each"
 
 # apt-get update runs only when something is missing, and only once.
@@ -85,6 +86,11 @@ check: deps
 	$(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan --skip TimingTests
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
 	$(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan --skip TimingTests
+
+# The soak test alone (it measures this process's memory and open files).
+soak: deps
+	$(SWIFT) build --build-tests
+	TESSERA_SOAK=1 $(SWIFT) test --skip-build --filter SoakTests
 
 # libFuzzer with AddressSanitizer on each harness of Tests/Fuzz for FUZZ_SECONDS. The corpus
 # grows in .build/fuzz-corpus/<target>, seeded from Tests/Fuzz/Corpus/<target>; an input that
