@@ -38,6 +38,8 @@ struct Session {
         var connectionsPerFile = SplitPolicy().maxConnections
         var network: NetworkOptions
         var state: StateOptions
+        /// `-o TEMPLATE`: how files are named.
+        var outputTemplate: OutputNameTemplate?
     }
 
     static func open(_ settings: Settings) throws -> Session {
@@ -65,6 +67,7 @@ struct Session {
         configuration.maxConcurrentSegments = max(1, settings.segments)
         configuration.splitting.maxConnections = max(1, settings.connectionsPerFile)
         configuration.headers = headers
+        configuration.outputNameTemplate = settings.outputTemplate
         if let retries = settings.network.retries { configuration.retry.maxAttempts = retries }
         configuration.maxNetworkWait = settings.network.networkWait < 0 ? nil : .seconds(settings.network.networkWait)
         configuration.documentTimeout = settings.network.documentTimeout

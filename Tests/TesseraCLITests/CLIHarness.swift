@@ -45,7 +45,9 @@ struct CLI {
     func standard(_ arguments: [String]) -> [String] {
         guard let command = arguments.first, ["get", "cache", "resume"].contains(command) else { return arguments }
         var added: [String] = []
-        if !arguments.contains(where: { ["-o", "--output", "-d", "--dir", "-P", "--paths"].contains($0) }) { added += ["-o", downloads] }
+        // (-o is a directory only when its value is not a template, and deprecated so.)
+        let outputIsDirectory = zip(arguments, arguments.dropFirst()).contains { ["-o", "--output"].contains($0) && !$1.contains("%(") }
+        if !outputIsDirectory, !arguments.contains(where: { ["-d", "--dir", "-P", "--paths"].contains($0) }) { added += ["-d", downloads] }
         if !arguments.contains("--state-dir") { added += ["--state-dir", state] }
         if !arguments.contains("--proxy") { added += ["--proxy", ""] }
         if command == "get", !merges, !arguments.contains("--no-merge") { added.append("--no-merge") }

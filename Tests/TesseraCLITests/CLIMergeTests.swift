@@ -105,6 +105,22 @@ struct CLIMergeTests {
         }
     }
 
+    @Test func aTemplateNamedVideoIsReplacedByTheMergedFile() async throws {
+        var cli = CLI()
+        cli.merges = true
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let url = try await Self.serveShow(on: origin, directory: cli.directory)
+            // As yt-dlp users write it: the video is "<title>.mp4", and so is the merged file.
+            let result = try await cli.run(["get", "-o", "%(title)s.%(ext)s", url])
+            #expect(result.status == 0, "\(result.errors)")
+            let files = Self.files(under: cli.downloads)
+            #expect(files.count == 1 && !files[0].contains(".1."), "\(files) \(result.output)")
+            let probe = try await MediaTools.probe(cli.downloads + "/" + files[0])
+            #expect(probe.streams.sorted() == ["audio", "video"], "\(probe)")
+        }
+    }
+
     @Test func theTextSummaryNamesTheMergedFile() async throws {
         var cli = CLI()
         cli.merges = true

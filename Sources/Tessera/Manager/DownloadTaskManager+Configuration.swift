@@ -51,6 +51,10 @@ extension DownloadTaskManager {
         /// The longest a manifest, an API answer or a decryption key may take to arrive, whole
         /// (a server trickling it fails the fetch; the task retries as for any transient error).
         public var documentTimeout: Duration = .seconds(60)
+        /// Names every downloaded output by a template (yt-dlp's `-o`) instead of the plugin's
+        /// name, inside the entity's destination directory (the download root for the entities
+        /// of `tessera get`). `nil`: the plugins' names.
+        public var outputNameTemplate: OutputNameTemplate?
         /// Where to log.
         public var logger = Logger(label: "tessera.manager")
 

@@ -552,7 +552,10 @@ public actor DownloadTaskManager {
         claims[path] = task.id
         guard candidate != task.manifest?.outputs[index].name else { return path }
         manifest.outputs[index].name = candidate
-        if manifest.title == nil || manifest.title == task.entity.title || manifest.title == task.manifest?.outputs[index].name {
+        // A plain download's title is its file's name; a manifest of several outputs keeps its own.
+        if manifest.outputs.count == 1,
+            manifest.title == nil || manifest.title == task.entity.title || manifest.title == task.manifest?.outputs[index].name
+        {
             manifest.title = candidate
         }
         task.setManifest(manifest, layout: layout)
@@ -633,11 +636,32 @@ public actor DownloadTaskManager {
     /// Gives a new manifest's outputs places no other task's output and no existing file holds,
     /// by inserting `.1`, `.2`, … before the extension (as aria2c does); names given to the
     /// same outputs before are kept, so a re-resolve finds its files again.
+    /// Names an output by the template (the name the server gives no longer matters). A name the
+    /// template cannot make (fields that leave nothing) keeps the plugin's, with a warning.
+    private func templateName(_ index: Int, of manifest: inout DownloadManifest, for task: ManagedTask, by template: OutputNameTemplate) {
+        let entity = task.entity
+        let values = OutputNameTemplate.Values(
+            manifest: manifest, index: index, type: type(of: entity).entityType, key: entity.entityKey, title: entity.title)
+        do {
+            manifest.outputs[index].name = try template.name(values)
+            manifest.outputs[index].isNamedByResponse = false
+        } catch {
+            configuration.logger.warning("the output template gives no name for an output: the plugin's is kept", metadata: [
+                "task": "\(task.id)", "error": "\(error.message)",
+            ])
+        }
+    }
+
     private func assignOutputNames(_ task: ManagedTask, _ fresh: DownloadManifest) -> DownloadManifest {
         var manifest = fresh
         let previous = task.manifest
         releaseClaims(of: task)
+        // The names given to this manifest's outputs so far: a template can give two the same.
+        var assigned = Set<String>()
         for index in manifest.outputs.indices {
+            if let template = configuration.outputNameTemplate, task.mode == .download, manifest.outputs[index].isSelected {
+                templateName(index, of: &manifest, for: task, by: template)
+            }
             let original = manifest.outputs[index].name
             let key = "tessera.originalName.\(index)"
             if let previous, index < previous.outputs.count {
@@ -645,16 +669,18 @@ public actor DownloadTaskManager {
                 if earlierOriginal == original || (manifest.outputs[index].isNamedByResponse && previous.outputs[index].isNamedByResponse) {
                     manifest.outputs[index].name = previous.outputs[index].name
                     if manifest.outputs[index].name != original { manifest.metadata[key] = earlierOriginal }
+                    assigned.insert(manifest.outputs[index].name)
                     continue
                 }
             }
             guard manifest.outputs[index].isSelected || task.mode == .cacheOnly else { continue }
             var candidate = original
             var number = 0
-            while isTaken(candidate, output: manifest.outputs[index], by: task) {
+            while assigned.contains(candidate) || isTaken(candidate, output: manifest.outputs[index], by: task) {
                 number += 1
                 candidate = Self.numbered(original, number)
             }
+            assigned.insert(candidate)
             if candidate != original {
                 manifest.outputs[index].name = candidate
                 manifest.metadata[key] = original

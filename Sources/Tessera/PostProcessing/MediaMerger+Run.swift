@@ -43,8 +43,9 @@ public enum MergeError: Error, Sendable, Equatable {
 extension MediaMerger {
     /// Carries `plan` out with the `ffmpeg` executable at that path: ffmpeg writes
     /// ``MergePlan/temporaryOutput``; once it has exited with status 0 and left a file that is
-    /// not empty, the file is renamed to ``MergePlan/output`` (or `name.1.ext`, … when a file of
-    /// that name exists: nothing is overwritten) and then, only then, the inputs are deleted.
+    /// not empty, the file is renamed to ``MergePlan/output`` (or `name.1.ext`, … when another
+    /// file of that name exists: nothing but an input is replaced) and then, only then, the
+    /// other inputs are deleted. An output named as one of the inputs replaces it in one rename.
     /// On any failure the temporary file (and the concat list) go and the inputs stay.
     ///
     /// ffmpeg runs without a shell, its arguments an array, with standard input closed; the
@@ -86,10 +87,16 @@ extension MediaMerger {
             var destination = plan.output
             var number = 1
             do throws(DownloadError) {
-                while try !FileOperations.moveWithoutReplacing(temporary, to: destination) {
-                    let directory = MediaMerger.directory(of: plan.output)
-                    destination = SafePath.join(directory, DownloadTaskManager.numbered(lastComponent(plan.output) ?? "merged", number))
-                    number += 1
+                if plan.inputs.contains(destination) {
+                    // The merged file takes the place of the input it was made from (one rename,
+                    // atomic: there is never a moment without one or the other).
+                    try FileOperations.rename(temporary, to: destination)
+                } else {
+                    while try !FileOperations.moveWithoutReplacing(temporary, to: destination) {
+                        let directory = MediaMerger.directory(of: plan.output)
+                        destination = SafePath.join(directory, DownloadTaskManager.numbered(lastComponent(plan.output) ?? "merged", number))
+                        number += 1
+                    }
                 }
             } catch {
                 throw .file(error)

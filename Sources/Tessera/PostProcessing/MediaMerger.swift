@@ -44,8 +44,9 @@ public struct MediaMerger: Sendable {
     ///   otherwise.
     ///
     /// The merged file is named after `title` (made a safe file name), else after the inputs'
-    /// directory, in the directory of the first input; a name that is one of the inputs gets a
-    /// number (`name.1.mp4`).
+    /// directory, in the directory of the first input. The name may be one of the inputs' (the
+    /// video named `%(title)s.mp4` by a template): the merged file then takes its place, as
+    /// yt-dlp's does.
     public func plan(for inputs: [MergeInput], title: String?) -> MergePlan? {
         let videos = inputs.filter { $0.media?.kind == .video }
         let audios = inputs.filter { $0.media?.kind == .audio }
@@ -81,12 +82,7 @@ public struct MediaMerger: Sendable {
         let fallback = Self.lastComponent(directory).flatMap { $0.isEmpty ? nil : $0 } ?? "merged"
         let stem = SafePath.sanitizedFileName(title ?? "", fallback: SafePath.sanitizedFileName(fallback, fallback: "merged"))
         let name = SafePath.fitted(stem, reserving: format.utf8.count + 1) + "." + format
-        var output = SafePath.join(directory, name)
-        var number = 1
-        while inputs.contains(output) {
-            output = SafePath.join(directory, DownloadTaskManager.numbered(name, number))
-            number += 1
-        }
+        let output = SafePath.join(directory, name)
         return MergePlan(method: method, inputs: inputs, streams: streams, output: output, muxer: muxer)
     }
 

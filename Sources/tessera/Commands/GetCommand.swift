@@ -70,9 +70,28 @@ struct CacheCommand: AsyncParsableCommand {
 /// Options of commands that download.
 struct DownloadOptions: ParsableArguments {
     @Option(
-        name: [.customShort("d"), .customLong("dir"), .customShort("P"), .customLong("paths"), .customShort("o"), .customLong("output")],
-        help: ArgumentHelp("The download directory (aria2c's -d, yt-dlp's -P; -o too, for now).", valueName: "dir"))
+        name: [.customShort("d"), .customLong("dir"), .customShort("P"), .customLong("paths")],
+        help: ArgumentHelp("The download directory (aria2c's -d, yt-dlp's -P).", valueName: "dir"))
     var output: String = "downloads"
+
+    @Option(
+        name: [.customShort("o"), .customLong("output")],
+        help: ArgumentHelp(
+            "Names the files by a template, as yt-dlp's -o: %(title)s.%(ext)s; fields title, id, format_id, ext, name, part, type (a value without %( is still the download directory, for one release: use -d).",
+            valueName: "template"))
+    var outputTemplate: String?
+
+    /// The download root: `-d`, or (deprecated) an `-o` value that is not a template.
+    var root: String {
+        if let outputTemplate, !outputTemplate.contains("%(") { return outputTemplate }
+        return output
+    }
+
+    /// The `-o` template, when it is one.
+    var template: OutputNameTemplate? {
+        guard let outputTemplate, outputTemplate.contains("%(") else { return nil }
+        return try? OutputNameTemplate(outputTemplate)
+    }
 
     @Flag(name: [.customShort("c"), .customLong("continue")], help: ArgumentHelp("Accepted as wget, curl and aria2c take it: resuming is always on."))
     var continues = false
@@ -98,6 +117,13 @@ struct DownloadOptions: ParsableArguments {
         guard jobs >= 1 else { throw ValidationError("-j must be at least 1") }
         guard segments >= 1 else { throw ValidationError("-N must be at least 1") }
         guard connectionsPerFile >= 1 else { throw ValidationError("-x must be at least 1") }
+        if let outputTemplate, outputTemplate.contains("%(") {
+            do {
+                try OutputNameTemplate(outputTemplate).check()
+            } catch {
+                throw ValidationError(error.message)
+            }
+        }
     }
 }
 
@@ -118,20 +144,25 @@ struct DownloadRun {
         let arguments = try input.parsedPluginArguments()
         let format = try input.formatSelector()
         let display = Display(json: output.json, quiet: output.quiet)
-        if let problem = writableDirectoryProblem(absolute(download.output)) {
-            display.standardError("tessera: cannot write to the download directory \(absolute(download.output)): \(problem)")
+        if let problem = writableDirectoryProblem(absolute(download.root)) {
+            display.standardError("tessera: cannot write to the download directory \(absolute(download.root)): \(problem)")
             throw ExitCode(1)
+        }
+        if let value = download.outputTemplate, download.template == nil, display.mode != .quiet {
+            display.standardError(
+                "tessera: note: -o \(Terminal.clean(value)) is taken as the download directory for one more release; use -d for that (-o names files: -o '%(title)s.%(ext)s')")
         }
         let session: Session
         do {
             session = try Session.open(Session.Settings(
-                downloadRoot: download.output, jobs: download.jobs, segments: download.segments,
-                connectionsPerFile: download.connectionsPerFile, network: network, state: state))
+                downloadRoot: download.root, jobs: download.jobs, segments: download.segments,
+                connectionsPerFile: download.connectionsPerFile, network: network, state: state,
+                outputTemplate: download.template))
         } catch where StateLock.isBusy(error) {
             // Another tessera runs on this state directory: it takes the inputs.
             let code = try await Handoff(
                 inputs: inputs, pluginArguments: input.pluginArguments, format: input.format, cacheOnly: mode == .cacheOnly,
-                state: state, downloadRoot: absolute(download.output), display: display
+                state: state, downloadRoot: absolute(download.root), display: display
             ).run()
             if code != 0 { throw ExitCode(code) }
             return

@@ -84,8 +84,9 @@ struct ResumeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let settings = Session.Settings(
-            downloadRoot: download.output, jobs: download.jobs, segments: download.segments,
-            connectionsPerFile: download.connectionsPerFile, network: network, state: state)
+            downloadRoot: download.root, jobs: download.jobs, segments: download.segments,
+            connectionsPerFile: download.connectionsPerFile, network: network, state: state,
+            outputTemplate: download.template)
         guard let session = try TaskSelection.openUnlessBusy(settings) else {
             try await TaskSelection.post("resume", keys, state: state)
             return

@@ -122,10 +122,10 @@ import TesseraTesting
         let arguments = plan.ffmpegArguments
         #expect(arguments.contains("./-v.mp4") && arguments.contains("./-a.m4a"))
         #expect(!arguments.contains("-v.mp4"))
-        // A title that names one of the inputs does not overwrite it.
+        // A title that names one of the inputs: the merged file takes its place once it is made.
         let clash = try #require(MediaMerger().plan(
             for: [MergeInput(path: "/d/v.mp4", media: Self.video), MergeInput(path: "/d/a.m4a", media: Self.audio)], title: "v"))
-        #expect(clash.output == "/d/v.1.mp4")
+        #expect(clash.output == "/d/v.mp4")
     }
 
     @Test func ffmpegIsFoundOnAbsolutePathEntriesOnly() throws {
