@@ -11,21 +11,39 @@ import Foundation
 /// is made a safe file name (no `/`, no control characters) before it is put in; the whole name
 /// must then pass ``SafePath/relative(_:)``.
 public struct OutputNameTemplate: Sendable, Hashable, CustomStringConvertible {
-    /// A field of the template.
+    /// A field of the template (see ``Values`` for what each holds).
     public enum Field: String, Sendable, Hashable, CaseIterable {
-        case title, id
+        /// `%(title)s`.
+        case title
+        /// `%(id)s`.
+        case id
+        /// `%(format_id)s`.
         case formatID = "format_id"
-        case ext, name, part, type
+        /// `%(ext)s`.
+        case ext
+        /// `%(name)s`.
+        case name
+        /// `%(part)d` (or `%(part)s`).
+        case part
+        /// `%(type)s`.
+        case type
     }
 
     /// The values of the fields for one output.
     public struct Values: Sendable, Hashable {
+        /// `%(title)s`: the manifest's title, else the entity's.
         public var title: String
+        /// `%(id)s`: the entity's key.
         public var id: String
+        /// `%(format_id)s`: the output's media identifier, else its number.
         public var formatID: String
+        /// `%(ext)s`: the extension of the plugin's name for the output.
         public var ext: String
+        /// `%(name)s`: the plugin's file name without its extension.
         public var name: String
+        /// `%(part)d`: the output's number, from 1.
         public var part: Int
+        /// `%(type)s`: the entity type.
         public var type: String
 
         /// The values for the output at `index` of `manifest`, of an entity of `type` with `key`
