@@ -629,7 +629,7 @@ def tessera_get(binaries, inputs, out, state):
     """`tessera get INPUTS` with the options of every CLI scenario: output, a state directory of its
     own, no segment cache, no proxy, quiet, no merging (yt-dlp's runs do not merge either)."""
     return ([binaries["tessera_cli"], "get"] + inputs
-            + ["-o", out, "--state-dir", state, "--no-cache", "--proxy", "", "-q", "--no-merge"])
+            + ["-d", out, "--state-dir", state, "--no-cache", "--proxy", "", "-q", "--no-merge"])
 
 
 def plain_commands(scenario, out, state, binaries):
@@ -1308,7 +1308,9 @@ def main():
                 # after, measured side by side.
                 for tool, argv in list(tools.items()):
                     if argv and argv[0] == binaries.get("tessera_cli"):
-                        tools[tool + " [baseline]"] = [os.path.abspath(args.baseline_cli)] + argv[1:]
+                        # (A build before merging has no --no-merge, and merges nothing.)
+                        tools[tool + " [baseline]"] = ([os.path.abspath(args.baseline_cli)]
+                                                       + [a for a in argv[1:] if a != "--no-merge"])
             entry = {"title": SCENARIOS[name]["title"], "bytes": scenario["bytes"],
                      "reference": SCENARIOS[name]["reference"], "input": scenario.get("input"), "commands": tools}
             if name == "kill":
