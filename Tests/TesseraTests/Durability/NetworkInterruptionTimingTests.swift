@@ -3,7 +3,9 @@ import Testing
 @testable import Tessera
 import TesseraTesting
 
-@Suite(.timeLimit(.minutes(2))) struct NetworkInterruptionTests {
+/// Network waits and probes, with their wall-clock bounds: measured in the timing phase of
+/// `make test` (one suite at a time), where a busy machine cannot stretch them.
+@Suite(.timeLimit(.minutes(2))) struct NetworkInterruptionTimingTests {
     /// An origin that is down: its port is known, nothing listens on it.
     func downOrigin() async throws -> Int {
         let origin = try await LoopbackOrigin.start()
