@@ -72,11 +72,14 @@ demo: deps
 
 # Two phases: everything in parallel, then the wall-clock measurements (suites named
 # ...TimingTests) one at a time, so neither the first phase nor each other can disturb them.
+# Run one at a time, after the rest: the wall-clock suites, and those that start processes
+# (ffmpeg, the crash helper, the fuzz replay) with Foundation's Process.
+SERIAL_SUITES := TimingTests|MediaMergerFFmpegTests|CLIMergeTests|CrashMatrixTests|FuzzCorpusTests
 test: deps
 	$(call ensure_packages,$(TEST_PACKAGES))
 	$(SWIFT) build --build-tests
-	$(SWIFT) test --skip-build --skip TimingTests
-	$(SWIFT) test --skip-build --filter TimingTests --no-parallel
+	$(SWIFT) test --skip-build --skip '$(SERIAL_SUITES)'
+	$(SWIFT) test --skip-build --filter '$(SERIAL_SUITES)' --no-parallel
 
 # The suite under the sanitizers, each in a build directory of its own (the wall-clock suites
 # are left out: a sanitizer slows everything several times).
