@@ -19,12 +19,13 @@ enum CrashPoint: String, CaseIterable, Sendable {
     /// A cache entry's data is in place; its record is not.
     case cacheData = "cache-data"
 
-    /// The point to crash at, from the environment.
-    private static let armed: CrashPoint? = setting.map(\.point)
+    /// The point to crash at, from the environment (read once).
+    private static let setting: (point: CrashPoint, count: Int)? = parse()
+    private static let armed: CrashPoint? = setting?.point
     /// How many more times the armed point is passed before the crash.
     private static let remaining = Mutex(setting?.count ?? 0)
 
-    private static var setting: (point: CrashPoint, count: Int)? {
+    private static func parse() -> (point: CrashPoint, count: Int)? {
         guard let raw = getenv("TESSERA_CRASH_AT") else { return nil }
         let parts = String(cString: raw).split(separator: ":", maxSplits: 1)
         guard let first = parts.first, let point = CrashPoint(rawValue: String(first)) else { return nil }

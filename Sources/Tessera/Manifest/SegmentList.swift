@@ -112,8 +112,9 @@ public struct SegmentList: RandomAccessCollection, Sendable, Hashable, Codable, 
 
     /// The checksum of the segment at `index`, without building its URLs.
     public func checksum(at index: Int) -> Checksum? {
-        guard case .explicit(let segments) = runs[locate(index).run] else { return nil }
-        return segments[locate(index).offset].checksum
+        let (run, offset) = locate(index)
+        guard case .explicit(let segments) = runs[run] else { return nil }
+        return segments[offset].checksum
     }
 
     /// The byte range of the segment at `index`, without building its URLs.
