@@ -98,7 +98,9 @@ public final class DASHEntity: PayloadEntity<DASHPayload>, DownloadParserProtoco
             title: name, destinationDirectory: destinationDirectory)
     }
 
-    /// The directory the outputs go in: the MPD's file name without `.mpd`, made safe
+    /// The directory the outputs go in when the MPD has no title (`<ProgramInformation><Title>`;
+    /// with one, the folder is named by the title, made a safe file name, as yt-dlp names its
+    /// files): the MPD's file name without `.mpd`, made safe
     /// (`https://cdn/a/stream.mpd?x=1` → `stream`). A file named just `.mpd` (Unified
     /// Streaming's `…/movie.ism/.mpd`) takes its directory's name without `.ism`/`.isml`
     /// (`movie`); `manifest` when the URL names nothing.
@@ -179,7 +181,7 @@ public final class DASHEntity: PayloadEntity<DASHPayload>, DownloadParserProtoco
             plans.append(trackPlans)
         }
 
-        let directory = outputDirectory
+        let directory = mpd.title.map { SafePath.sanitizedFileName($0, fallback: outputDirectory) } ?? outputDirectory
         var outputs: [DownloadOutput] = []
         var names: [String: Int] = [:]
         for (index, track) in tracks.enumerated() {

@@ -22,8 +22,9 @@ public struct HLSEntityPayload: Codable, Sendable, Hashable {
 /// (`#EXT-X-MEDIA`) are named (``HLSVariant/identifier``: `720p`, `v2-64000`;
 /// ``HLSRendition/identifier``: the `NAME`), the format selector picks some of them, and every
 /// media playlist is fetched (relative URIs against each playlist's URL after redirects). A
-/// media playlist given directly is one output. Outputs are
-/// `<playlist name>/<identifier>.<ext>`: `.ts`, `.mp4` for fragmented MP4 (with `#EXT-X-MAP`),
+/// media playlist given directly is one output. Outputs are `<folder>/<identifier>.<ext>`, the
+/// folder named by the stream's title (``HLSMasterPlaylist/title``) or else by the playlist's
+/// name: `.ts`, `.mp4` for fragmented MP4 (with `#EXT-X-MAP`),
 /// `.aac`/`.m4a` for audio, `.vtt` for subtitles; each starts with its initialisation section
 /// and holds the segments in order, decrypted by the manager (`METHOD=AES-128`). Every variant
 /// and rendition with a playlist is an output of the manifest; the unselected ones are listed,
@@ -93,8 +94,10 @@ public final class HLSEntity: PayloadEntity<HLSEntityPayload>, DownloadParserPro
     /// The format selector.
     public var format: FormatSelector { (try? FormatSelector(payload.format)) ?? .best }
 
-    /// The name of the directory (master) or file (media playlist) the outputs get: the URL's
-    /// last path component without `.m3u8`, made safe.
+    /// The name of the file a media playlist's output gets, and of the folder a master
+    /// playlist's outputs go in when it names no title (with `#EXT-X-SESSION-DATA` of
+    /// `DATA-ID="com.apple.hls.title"`, ``HLSMasterPlaylist/title``, the folder is named by the
+    /// title): the URL's last path component without `.m3u8`, made safe.
     public var playlistName: String { Self.playlistName(of: payload.url) }
 
     /// The last path component of `url` without its extension, made a safe file name
@@ -220,7 +223,7 @@ public final class HLSEntity: PayloadEntity<HLSEntityPayload>, DownloadParserPro
                 url: master.url.absoluteString)
         }
         // Names first: a hostile rendition name fails before anything else is fetched.
-        let directory = playlistName
+        let directory = master.title.map { SafePath.sanitizedFileName($0, fallback: playlistName) } ?? playlistName
         for job in jobs { _ = try Self.outputName(directory: directory, identifier: job.identifier, fileExtension: "ts") }
         // Selected outputs first, so their indices stay put whatever happens to the others.
         jobs = jobs.filter(\.isSelected) + jobs.filter { !$0.isSelected }
@@ -265,7 +268,7 @@ public final class HLSEntity: PayloadEntity<HLSEntityPayload>, DownloadParserPro
                 media: job.media))
             if job.isSelected, metadata["duration"] == nil { metadata["duration"] = Self.seconds(playlist.duration) }
         }
-        return DownloadManifest(title: directory, outputs: outputs, sourceURL: master.url, metadata: metadata)
+        return DownloadManifest(title: master.title ?? directory, outputs: outputs, sourceURL: master.url, metadata: metadata)
     }
 
     /// Fetches and parses media playlists, four at a time.

@@ -16,6 +16,11 @@ public struct HLSMasterPlaylist: Sendable, Hashable {
     /// The renditions, in playlist order (those without a URI included: they are carried in
     /// the variants themselves).
     public var renditions: [HLSRendition]
+    /// The stream's title, from `#EXT-X-SESSION-DATA` (RFC 8216 §4.3.4.4) with a `DATA-ID` of
+    /// `com.apple.hls.title` (or another reverse-DNS id ending in `.title`) and a `VALUE`: the
+    /// first such tag without a `LANGUAGE`, else the first. `nil` when the playlist has none.
+    /// Network text: print it through ``UntrustedText``.
+    public var title: String?
 
     /// Every selectable identifier: the variants', then the renditions' that have a URI.
     public var identifiers: [String] {
@@ -175,6 +180,7 @@ extension HLSMasterPlaylist {
         self.url = url
         variants = []
         renditions = []
+        var titles: [(value: String, hasLanguage: Bool)] = []
         let source = url.absoluteString
         func invalid(_ message: String) -> DownloadError { DownloadError(.manifestInvalid, message, url: source) }
 
@@ -211,8 +217,16 @@ extension HLSMasterPlaylist {
                         type: type, groupID: groupID, name: name, language: attributes["LANGUAGE"],
                         isDefault: attributes.flag("DEFAULT"), autoselect: attributes.flag("AUTOSELECT"),
                         url: renditionURL, identifier: name, line: number))
+                case "#EXT-X-SESSION-DATA":
+                    // Only read for a title; a malformed one is ignored as the tag was before.
+                    if let attributes = try? HLSAttributeList(parsing: value ?? "", tag: "#EXT-X-SESSION-DATA", line: number),
+                        let id = attributes["DATA-ID"]?.lowercased(), id == "com.apple.hls.title" || id.hasSuffix(".title"),
+                        let text = attributes["VALUE"], !text.allSatisfy(\.isWhitespace)
+                    {
+                        titles.append((text, attributes["LANGUAGE"] != nil))
+                    }
                 default:
-                    continue  // #EXT-X-I-FRAME-STREAM-INF, session data, unknown tags.
+                    continue  // #EXT-X-I-FRAME-STREAM-INF, unknown tags.
                 }
             case .uri(let reference):
                 guard let (attributes, line) = pending else {
@@ -240,6 +254,7 @@ extension HLSMasterPlaylist {
         for index in variants.indices {
             variants[index].kind = kind(of: variants[index])
         }
+        title = (titles.first { !$0.hasLanguage } ?? titles.first)?.value
         nameEverything()
     }
 

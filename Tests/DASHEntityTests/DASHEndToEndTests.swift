@@ -13,8 +13,9 @@ import Testing
             let info = try await harness.download(fixture.inputs[0])
             #expect(info.state == .completed, "\(String(describing: info.error))")
             #expect(await fixture.verify(downloadRoot: harness.downloadRoot) == [])
-            #expect(filesUnder(harness.downloadRoot) == ["stream/a128.m4a", "stream/v720.mp4"])
-            #expect(fixture.expectedFiles == ["stream/v720.mp4", "stream/a128.m4a"])
+            // The folder is named by the MPD's <Title>, as yt-dlp names its files.
+            #expect(filesUnder(harness.downloadRoot) == ["Tessera DASH fixture/a128.m4a", "Tessera DASH fixture/v720.mp4"])
+            #expect(fixture.expectedFiles == ["Tessera DASH fixture/v720.mp4", "Tessera DASH fixture/a128.m4a"])
             for track in fixture.tracks where track.isDefault {
                 #expect(sameBytes(harness.root.file("downloads/" + track.file), fixture.expectedBytes(of: track)), "\(track.id)")
                 // Each part fetched exactly once.
@@ -41,6 +42,20 @@ import Testing
                 #expect(output.isSelected == track.isDefault)
             }
             await engine.shutdown()
+        }
+    }
+
+    @Test func withoutATitleTheFolderIsTheMPDsNameAndAHostileTitleStaysInside() async throws {
+        try await withHarness { harness in
+            let untitled = DASHFixture.install(on: harness.origin, directory: "/dash/untitled", name: "stream", title: nil)
+            let hostile = DASHFixture.install(on: harness.origin, directory: "/dash/hostile", name: "other", title: "../../etc/x\u{202E}")
+            for fixture in [untitled, hostile] {
+                let info = try await harness.download(fixture.inputs[0])
+                #expect(info.state == .completed, "\(String(describing: info.error))")
+            }
+            #expect(filesUnder(harness.downloadRoot) == [
+                "_.._etc_x_/a128.m4a", "_.._etc_x_/v720.mp4", "stream/a128.m4a", "stream/v720.mp4",
+            ])
         }
     }
 

@@ -195,6 +195,28 @@ import TesseraTestSupport
         #expect(playlist.variants.count == 1)
     }
 
+    @Test func theTitleIsTheSessionDataTitlePreferringNoLanguage() throws {
+        let variant = "#EXT-X-STREAM-INF:BANDWIDTH=1000\na.m3u8"
+        #expect(try master("#EXTM3U\n\(variant)").title == nil)
+        let titled = try master("""
+            #EXTM3U
+            #EXT-X-SESSION-DATA:DATA-ID="com.apple.hls.title",VALUE="Le film",LANGUAGE="fr"
+            #EXT-X-SESSION-DATA:DATA-ID="com.apple.hls.description",VALUE="not a title"
+            #EXT-X-SESSION-DATA:DATA-ID="com.apple.hls.title",VALUE="The Film"
+            \(variant)
+            """)
+        #expect(titled.title == "The Film")
+        #expect(try master("#EXTM3U\n#EXT-X-SESSION-DATA:DATA-ID=\"com.example.title\",VALUE=\"Only French\",LANGUAGE=\"fr\"\n\(variant)").title == "Only French")
+        // A title from a URI (no VALUE), a blank one, a malformed tag: no title, and no error.
+        for tag in [
+            #"#EXT-X-SESSION-DATA:DATA-ID="com.apple.hls.title",URI="title.json""#,
+            #"#EXT-X-SESSION-DATA:DATA-ID="com.apple.hls.title",VALUE="  ""#,
+            #"#EXT-X-SESSION-DATA:DATA-ID="com.apple.hls.title",VALUE="unterminated"#,
+        ] {
+            #expect(try master("#EXTM3U\n\(tag)\n\(variant)").title == nil, "\(tag)")
+        }
+    }
+
     private func selection(variants: Set<Int>, renditions: Set<Int> = []) -> HLSSelection {
         var selection = HLSSelection()
         selection.variants = variants

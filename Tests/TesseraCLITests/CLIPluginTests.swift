@@ -58,7 +58,7 @@ import TesseraTesting
             // DASH: every representation listed, the best video and the best audio marked.
             let dash = try #require(ofType("dash").first)
             let marked = dash["outputs"]?.arrayValue.filter { $0["selected"] == .bool(true) }.compactMap { $0["name"]?.stringValue }
-            #expect(marked == ["stream/v720.mp4", "stream/a128.m4a"])
+            #expect(marked == ["Tessera DASH fixture/v720.mp4", "Tessera DASH fixture/a128.m4a"])
             #expect((dash["outputs"]?.arrayValue.count ?? 0) == 4)
             // HLS: encrypted segments carry the key URL and IV.
             let hls = try #require(ofType("hls").first)
@@ -123,10 +123,8 @@ import TesseraTesting
             let result = try await cli.run(["get", origin.url(noName).absoluteString, origin.url(file).absoluteString])
             #expect(result.status == 0, "\(result.output) \(result.errors)")
             #expect(result.output.contains("completed dash:"), "\(result.output)")
-            let directory = cli.downloads + "/" + (noName as NSString).lastPathComponent
             for track in fixture.tracks where track.isDefault {
-                let name = (track.file as NSString).lastPathComponent
-                #expect(fileSize(directory + "/" + name) == track.size, "\(name)")
+                #expect(fileSize(cli.downloads + "/" + track.file) == track.size, "\(track.file)")
             }
             // A name that says "file": no probe of its Content-Type before the task starts, and
             // none by the plain-file entity either: one GET, nothing else.

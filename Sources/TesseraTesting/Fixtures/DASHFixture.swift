@@ -50,7 +50,8 @@ public struct DASHFixture: OriginFixture {
     /// The MPD's URL.
     public var inputs: [String] { [origin.url(mpdPath).absoluteString] }
 
-    /// The files of the default selection: `<name>/v720.mp4` and `<name>/a128.m4a`.
+    /// The files of the default selection: `<folder>/v720.mp4` and `<folder>/a128.m4a`, the folder
+    /// named by the MPD's title (or by its file name when it has none).
     public var expectedFiles: [String] { tracks.filter(\.isDefault).map(\.file) }
 
     /// The track of a representation id.
@@ -59,11 +60,15 @@ public struct DASHFixture: OriginFixture {
     /// Serves the MPD at `<directory>/<name>.mpd` and every segment under `<directory>/media/`.
     ///
     /// - Parameters:
+    ///   - title: The MPD's `<Title>` (plain text), which names the outputs' folder; `nil` for
+    ///     none, and the folder is `name`.
     ///   - destinationDirectory: The entity's destination directory the download uses
     ///     (relative to the download root; `""` for the root), which prefixes the expected files.
     public static func install(
-        on origin: LoopbackOrigin, directory: String = "/dash/demo", name: String = "stream", destinationDirectory: String = ""
+        on origin: LoopbackOrigin, directory: String = "/dash/demo", name: String = "stream", title: String? = "Tessera DASH fixture",
+        destinationDirectory: String = ""
     ) -> DASHFixture {
+        let folder = title ?? name
         let directory = directory.hasSuffix("/") ? String(directory.dropLast()) : directory
         let prefix = destinationDirectory.isEmpty ? "" : (destinationDirectory.hasSuffix("/") ? destinationDirectory : destinationDirectory + "/")
         let videoTimes: [Int64] = [0, 180_000, 360_000, 540_000, 720_000]
@@ -94,7 +99,7 @@ public struct DASHFixture: OriginFixture {
                 parts.append(Part(path: path, size: size))
             }
             tracks.append(Track(
-                id: representation.id, file: "\(prefix)\(name)/\(representation.id).\(representation.ext)", parts: parts,
+                id: representation.id, file: "\(prefix)\(folder)/\(representation.id).\(representation.ext)", parts: parts,
                 isDefault: representation.isDefault))
         }
         for track in tracks {
@@ -107,7 +112,7 @@ public struct DASHFixture: OriginFixture {
             <?xml version="1.0" encoding="UTF-8"?>
             <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT9S" minBufferTime="PT2S"
                  profiles="urn:mpeg:dash:profile:isoff-live:2011">
-              <ProgramInformation><Title>Tessera DASH fixture</Title></ProgramInformation>
+              \(title.map { "<ProgramInformation><Title>\($0)</Title></ProgramInformation>" } ?? "")
               <Period id="p0" start="PT0S" duration="PT9S">
                 <BaseURL>media/</BaseURL>
                 <AdaptationSet id="1" contentType="video" mimeType="video/mp4" segmentAlignment="true" startWithSAP="1">
