@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Tessera
 
 /// The stored state of a ``MetalinkEntity``: which document, which file in it.
@@ -131,16 +130,18 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
     let prefetched = PrefetchedDocument()
 
     /// A parsed document and a file's index in it, good for one use within a minute.
-    final class PrefetchedDocument: Sendable {
-        private let value = Mutex<(document: MetalinkDocument, index: Int, at: ContinuousClock.Instant)?>(nil)
+    /// (An `NSLock`, not `Synchronization.Mutex`: ThreadSanitizer sees pthread locks only.)
+    final class PrefetchedDocument: @unchecked Sendable {
+        private let lock = NSLock()
+        private var value: (document: MetalinkDocument, index: Int, at: ContinuousClock.Instant)?
 
         func keep(_ document: MetalinkDocument, index: Int) {
-            value.withLock { $0 = (document, index, .now) }
+            lock.withLock { value = (document, index, .now) }
         }
 
         /// The document and the file's index, once, if they are younger than a minute.
         func take() -> (document: MetalinkDocument, index: Int)? {
-            value.withLock { value in
+            lock.withLock {
                 defer { value = nil }
                 guard let kept = value, ContinuousClock.now - kept.at < .seconds(60) else { return nil }
                 return (kept.document, kept.index)

@@ -3,6 +3,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import Synchronization
+import Tessera
 
 /// An HTTP/1.1 origin on `127.0.0.1` and a random port, for tests, samples and the demo.
 ///
@@ -261,7 +262,7 @@ final class OriginCore: Sendable {
         }
     }
 
-    let state = Mutex(State())
+    let state = Locked(State())
 
     func connectionOpened(_ channel: any Channel) -> Int {
         state.withLock { state in

@@ -1,11 +1,10 @@
 import Foundation
-import Synchronization
 import Tessera
 
 /// Collects a manager's events, from the moment it is made.
 public final class EventLog: Sendable {
     private final class Storage: Sendable {
-        let events = Mutex<[DownloadEvent]>([])
+        let events = Locked<[DownloadEvent]>([])
     }
 
     private let storage = Storage()

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Tessera
 
 /// A fresh directory under the system's temporary directory (or `$TESSERA_TEST_TMPDIR`, to put
@@ -87,7 +86,7 @@ public struct ExecutableRun: Sendable {
         let pipe = Pipe()
         process.standardOutput = pipe
         process.standardError = pipe
-        let collected = Mutex(Data())
+        let collected = Locked(Data())
         pipe.fileHandleForReading.readabilityHandler = { handle in
             let chunk = handle.availableData
             collected.withLock { $0.append(chunk) }

@@ -116,7 +116,7 @@ struct TaskRunner {
             var seen: Set<DownloadTaskID> = []
         }
 
-        private let state = Mutex(State())
+        private let state = Locked(State())
 
         static func isSettled(_ state: DownloadTaskState) -> Bool { state.isFinal || state == .paused || state == .idle }
 
@@ -180,7 +180,7 @@ struct TaskRunner {
 
     /// When each task started downloading and when it finished, from the events.
     final class TaskClock: Sendable {
-        private let marks = Mutex<[DownloadTaskID: (start: ContinuousClock.Instant, end: ContinuousClock.Instant?)]>([:])
+        private let marks = Locked<[DownloadTaskID: (start: ContinuousClock.Instant, end: ContinuousClock.Instant?)]>([:])
 
         func record(_ event: DownloadEvent) {
             guard case .taskStateChanged(let info, _) = event else { return }
@@ -308,7 +308,7 @@ final class InterruptSignal: Sendable {
     private let flag = Atomic(false)
     private let installed = Atomic(false)
 
-    private let listeners = Mutex<[AsyncStream<Void>.Continuation]>([])
+    private let listeners = Locked<[AsyncStream<Void>.Continuation]>([])
 
     var fired: Bool { flag.load(ordering: .relaxed) }
 

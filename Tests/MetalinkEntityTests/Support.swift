@@ -1,6 +1,5 @@
 import Foundation
 import MetalinkEntity
-import Synchronization
 import Tessera
 import TesseraTestSupport
 import TesseraTesting

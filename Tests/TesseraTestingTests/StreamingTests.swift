@@ -1,4 +1,5 @@
 import Testing
+import Tessera
 import TesseraTesting
 
 extension OriginTests {

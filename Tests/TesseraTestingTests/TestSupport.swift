@@ -1,6 +1,6 @@
 import Foundation
-import Synchronization
 import Testing
+import Tessera
 import TesseraTesting
 
 /// Every LoopbackOrigin test. Serialized: several tests measure time (stall, throttle) or
@@ -54,11 +54,9 @@ struct TemporaryDirectory {
 }
 
 /// A value shared with escaping closures and tasks.
-final class Locked<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-    init(_ value: Value) { mutex = Mutex(value) }
+extension Locked {
     var value: Value {
-        get { mutex.withLock { $0 } }
-        set { mutex.withLock { $0 = newValue } }
+        get { withLock { $0 } }
+        set { withLock { $0 = newValue } }
     }
 }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -56,7 +55,7 @@ public final class SegmentCache: Sendable {
     public let directory: String
     /// Entries beyond this many bytes are evicted, least recently used first.
     public let byteBudget: Int64
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Opens (creating it when missing) the cache in `directory` and indexes what is there;
     /// entries without a sidecar, or whose sidecar does not match, are removed.

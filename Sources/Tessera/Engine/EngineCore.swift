@@ -12,7 +12,7 @@ final class TransferToken: Sendable {
     }
 
     let id: UInt64
-    let state = Mutex(State.created)
+    let state = Locked(State.created)
 
     init(id: UInt64) { self.id = id }
 }
@@ -29,7 +29,7 @@ struct PendingTransfer: Sendable {
 
 /// The engine thread's state: one libcurl multi handle and the transfers on it.
 ///
-/// Other threads reach it only through ``inbox`` (a `Mutex`) and `curl_multi_wakeup`; every other
+/// Other threads reach it only through ``inbox`` (a `Locked`) and `curl_multi_wakeup`; every other
 /// member belongs to the engine thread.
 final class EngineCore: @unchecked Sendable {
     struct Inbox {
@@ -45,7 +45,7 @@ final class EngineCore: @unchecked Sendable {
     let multi: UnsafeMutableRawPointer
     let verbose: Bool
     let progressIntervalNanoseconds: UInt64
-    private let inbox = Mutex(Inbox())
+    private let inbox = Locked(Inbox())
     private let nextID = Atomic<UInt64>(1)
     let activeCount = Atomic<Int>(0)
     let queuedCount = Atomic<Int>(0)

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// One HTTP transfer for ``CurlEngine``: what to fetch, which bytes, and where they go.
 public struct TransferRequest: Sendable {
@@ -247,11 +246,11 @@ public final class TransferBound: Sendable {
         var taken: Int64 = 0
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     /// Creates a bound at `end` (unbounded by default).
     public init(end: Int64 = .max) {
-        state = Mutex(State(end: max(0, end)))
+        state = Locked(State(end: max(0, end)))
     }
 
     /// Where the transfer stops now.

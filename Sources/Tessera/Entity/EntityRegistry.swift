@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// Knows every entity type: by name, to rebuild stored entities, and by the inputs it accepts,
 /// so a command line picks a plugin without a hard-coded switch (as yt-dlp's `_VALID_URL`).
@@ -16,7 +15,7 @@ public final class EntityRegistry: Sendable {
         var matchers: [EntityMatcher] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Creates a registry; with `builtins` it knows ``DirectEntity`` and its matcher (the
     /// fallback for any http or https URL).

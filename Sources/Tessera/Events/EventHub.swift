@@ -4,8 +4,8 @@ import Synchronization
 /// no network) are also kept: a new subscriber hears of the ones that hold now first, so no
 /// subscriber is left looking at `waiting` without a word.
 final class EventHub: Sendable {
-    private let subscribers = Mutex<[UInt64: AsyncStream<DownloadEvent>.Continuation]>([:])
-    private let conditions = Mutex<[DownloadNotice.Kind: DownloadNotice]>([:])
+    private let subscribers = Locked<[UInt64: AsyncStream<DownloadEvent>.Continuation]>([:])
+    private let conditions = Locked<[DownloadNotice.Kind: DownloadNotice]>([:])
     private let nextID = Atomic<UInt64>(0)
 
     /// Whether anyone listens (events are not built for nobody).

@@ -1,5 +1,4 @@
 import Glibc
-import Synchronization
 
 /// Places where the crash tests kill the process, as SIGKILL would at that very moment: set
 /// `TESSERA_CRASH_AT=<point>` (or `<point>:<n>`, the n-th time the point is reached) in the
@@ -23,7 +22,7 @@ enum CrashPoint: String, CaseIterable, Sendable {
     private static let setting: (point: CrashPoint, count: Int)? = parse()
     private static let armed: CrashPoint? = setting?.point
     /// How many more times the armed point is passed before the crash.
-    private static let remaining = Mutex(setting?.count ?? 0)
+    private static let remaining = Locked(setting?.count ?? 0)
 
     private static func parse() -> (point: CrashPoint, count: Int)? {
         guard let raw = getenv("TESSERA_CRASH_AT") else { return nil }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// A few threads of its own for file work that blocks: hashing, decrypting, copying, renaming,
 /// free-space checks, journal commits. Swift's cooperative pool (one thread per core) and the
@@ -15,7 +14,7 @@ final class BlockingExecutor: Sendable {
         var exitWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let condition = NSCondition()
     let threads: Int
 

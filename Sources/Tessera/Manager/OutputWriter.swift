@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// One output during a run: where each segment's bytes go, which segments are done, and how the
 /// file is finished. Every byte is written once, into the output's partial file, at its place:
@@ -62,7 +61,7 @@ final class OutputWriter: Sendable {
     let namedByResponse: Bool
     let journal: TaskJournal
     private let stashBase: @Sendable (Int) -> String
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(
         index: Int, output: DownloadOutput, kind: Kind, finalPath: String, partPath: String, namedByResponse: Bool,
@@ -83,7 +82,7 @@ final class OutputWriter: Sendable {
             initial.sizes = Self.sizes(of: output.segments)
             Self.extendOffsets(&initial)
         }
-        state = Mutex(initial)
+        state = Locked(initial)
     }
 
     /// Each segment's size when it is known before its bytes come (-1: not).

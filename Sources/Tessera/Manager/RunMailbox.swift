@@ -1,4 +1,3 @@
-import Synchronization
 
 /// Identifies one run of one task: reports of an older run are ignored.
 struct RunTicket: Hashable, Sendable {
@@ -45,7 +44,7 @@ final class RunMailbox: Sendable {
 
     let ticket: RunTicket
     private let wake: @Sendable (RunTicket) -> Void
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// A mailbox that calls `wake` (once per batch) when something arrives.
     init(ticket: RunTicket, wake: @escaping @Sendable (RunTicket) -> Void) {

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -63,7 +62,7 @@ final class TaskJournal: Sendable {
     let basePath: String
     /// The least time between two commits made from the engine thread.
     let commitInterval: UInt64
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     /// A journal at `basePath` (nothing is created until the first commit), starting from
     /// `outputs` (what ``load(from:)`` read back, or nothing).
@@ -75,7 +74,7 @@ final class TaskJournal: Sendable {
         var initial = State()
         initial.outputs = outputs
         initial.mayHaveFiles = mayExist
-        state = Mutex(initial)
+        state = Locked(initial)
     }
 
     deinit {

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// A task's progress, in one place: the bytes and segments done, the bytes of transfers in
 /// flight, and what is known of the total. The run writes it (the engine thread's progress
@@ -38,7 +37,7 @@ final class TaskProgress: Sendable {
         var inFlight: [Int: Int64] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     var snapshot: Snapshot {
         state.withLock { state in

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -15,10 +14,10 @@ private final class Landing: Sendable {
         var onDisk: Int64 = 0
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(base: Int64?, onDisk: Int64) {
-        state = Mutex(State(base: base, onDisk: onDisk))
+        state = Locked(State(base: base, onDisk: onDisk))
     }
 
     var base: Int64? { state.withLock { $0.base } }

@@ -1,6 +1,5 @@
 import Foundation
 import Logging
-import Synchronization
 
 /// What every run of a manager shares.
 struct RunServices: Sendable {
@@ -444,7 +443,7 @@ final class RunShared: Sendable {
         var journal: TaskJournal?
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
     let keys = KeyStore()
 
     /// When the manifest's URLs stop working.
@@ -482,7 +481,7 @@ final class RunShared: Sendable {
 /// The keys of encrypted segments, fetched once per run: concurrent segments that share a key
 /// wait for the one fetch in flight instead of each asking the server.
 final class KeyStore: Sendable {
-    private let keys = Mutex<[URL: Task<[UInt8], any Error>]>([:])
+    private let keys = Locked<[URL: Task<[UInt8], any Error>]>([:])
 
     func key(for url: URL, engine: CurlEngine, headers: HTTPHeaders, timeout: Duration) async throws -> [UInt8] {
         let fetch = keys.withLock { keys in

@@ -57,7 +57,7 @@ public final class NetlinkNetworkMonitor: NetworkMonitor {
 
     private let broadcaster: StatusBroadcaster
     private let reader: Reader?
-    private let thread: Mutex<pthread_t?>
+    private let thread: Locked<pthread_t?>
 
     /// Whether the monitor watches the network; `false` when it is blind (the socket could not
     /// be opened) and therefore always reports ``NetworkStatus/online``.
@@ -86,7 +86,7 @@ public final class NetlinkNetworkMonitor: NetworkMonitor {
             if socket >= 0 { close(socket) }
             broadcaster = StatusBroadcaster(.online)
             reader = nil
-            thread = Mutex(nil)
+            thread = Locked(nil)
             isObserving = false
             return
         }
@@ -102,7 +102,7 @@ public final class NetlinkNetworkMonitor: NetworkMonitor {
         }
         self.broadcaster = broadcaster
         self.reader = started == nil ? nil : reader
-        thread = Mutex(started)
+        thread = Locked(started)
         isObserving = started != nil
     }
 

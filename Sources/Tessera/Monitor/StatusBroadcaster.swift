@@ -1,4 +1,3 @@
-import Synchronization
 
 /// Keeps a network status and fans changes out to subscribers; shared by the monitors.
 final class StatusBroadcaster: Sendable {
@@ -9,10 +8,10 @@ final class StatusBroadcaster: Sendable {
         var finished = false
     }
 
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     init(_ status: NetworkStatus) {
-        state = Mutex(State(current: status))
+        state = Locked(State(current: status))
     }
 
     var current: NetworkStatus { state.withLock { $0.current } }

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// What a merge produced.
 public struct MergeResult: Sendable, Hashable {
@@ -122,7 +121,7 @@ final class ChildProcess: Sendable {
         var pid: Int32?
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// The most of its standard error that is kept: the end.
     static let errorLimit = 4096

@@ -1,4 +1,3 @@
-import Synchronization
 
 /// A ``DownloadStore`` in memory: the reference implementation, for tests and for managers
 /// that need nothing to survive the process.
@@ -8,7 +7,7 @@ public final class InMemoryDownloadStore: DownloadStore {
         var tasks: [DownloadTaskID: StoredTask] = [:]
     }
 
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     /// Creates an empty store.
     public init() {}

@@ -1,7 +1,6 @@
 import Foundation
 import GRDB
 import Logging
-import Synchronization
 
 /// The default persistent ``DownloadStore``: one SQLite file (through GRDB), in WAL mode, that
 /// survives restarts and crashes.
@@ -61,7 +60,7 @@ public final class SQLiteDownloadStore: DownloadStore {
 
     private let pool: DatabasePool
     private let logger: Logger
-    private let lastUnreadable = Mutex<[UnreadableTask]>([])
+    private let lastUnreadable = Locked<[UnreadableTask]>([])
 
     /// Where the state lives by default: `$XDG_DATA_HOME/tessera/tessera.sqlite`, or
     /// `~/.local/share/tessera/tessera.sqlite` when `XDG_DATA_HOME` is unset, empty or not an

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 import Tessera
 
 /// How a run reports: a live board on a terminal, a line per state change otherwise, or JSON
@@ -10,7 +9,7 @@ final class Display: Sendable {
     }
 
     let mode: Mode
-    private let state = Mutex(State())
+    private let state = Locked(State())
 
     private struct State {
         /// The columns each line of the board on screen took, top to bottom.

@@ -1,12 +1,12 @@
 import Logging
-import Synchronization
+import Tessera
 
 /// Where the library's logs go in the command: standard error, one line each, through the one
 /// sanitizer (metadata carries URLs and paths from the network). Warnings and errors by
 /// default; `-v` adds what the manager decides, `-vv` the transfers.
 struct TerminalLogHandler: LogHandler {
     /// The level of the handlers made from now on (set from `-v` before anything logs).
-    static let level = Mutex<Logger.Level>(.warning)
+    static let level = Locked<Logger.Level>(.warning)
 
     var metadata: Logger.Metadata = [:]
     var logLevel: Logger.Level

@@ -1,12 +1,11 @@
 import Foundation
-import Synchronization
 import Testing
 @testable import Tessera
 import TesseraTesting
 
 /// Free space set by the test.
 final class FakeFreeSpace: FreeSpaceSource {
-    private let bytes = Mutex<Int64>(10_000_000_000)
+    private let bytes = Locked<Int64>(10_000_000_000)
     func set(_ value: Int64) { bytes.withLock { $0 = value } }
     func availableBytes(at path: String) -> Int64? { bytes.withLock { $0 } }
 }

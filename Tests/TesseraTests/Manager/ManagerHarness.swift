@@ -1,12 +1,11 @@
 import Foundation
-import Synchronization
 import Testing
 @testable import Tessera
 import TesseraTesting
 
 /// Records every retry delay instead of sleeping it (sleeps 1 ms so tasks still interleave).
 final class RecordingSleeper: DownloadSleeper {
-    private let recorded = Mutex<[Duration]>([])
+    private let recorded = Locked<[Duration]>([])
 
     var delays: [Duration] { recorded.withLock { $0 } }
 

@@ -134,8 +134,8 @@ final class StatusRecorder: Sendable {
         var ended = false
     }
 
-    private let state = Mutex(State())
-    private let task = Mutex<Task<Void, Never>?>(nil)
+    private let state = Locked(State())
+    private let task = Locked<Task<Void, Never>?>(nil)
 
     init(_ stream: AsyncStream<NetworkStatus>) {
         let task = Task { [self] in
@@ -180,7 +180,7 @@ final class ScriptedNetlink: Sendable {
         var scans = 0
     }
 
-    private let script: Mutex<Script>
+    private let script: Locked<Script>
     private let held = Synchronization.Atomic(false)
     private let heldScans = Synchronization.Atomic(0)
     /// The end the monitor owns (and closes when it stops).
@@ -189,7 +189,7 @@ final class ScriptedNetlink: Sendable {
     let testEnd: Int32
 
     init(_ status: NetworkStatus = MonitorTestSupport.wired) {
-        script = Mutex(Script(entries: MonitorTestSupport.entries(for: status)))
+        script = Locked(Script(entries: MonitorTestSupport.entries(for: status)))
         var pair: [Int32] = [-1, -1]
         let result = socketpair(AF_UNIX, Int32(SOCK_SEQPACKET.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0, &pair)
         precondition(result == 0, "socketpair: \(errno)")
