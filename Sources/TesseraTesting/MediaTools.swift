@@ -22,50 +22,18 @@ public enum MediaTools {
     /// standard output. Throws unless it exits with status 0.
     @discardableResult
     public static func run(_ executable: String, _ arguments: [String]) async throws -> Data {
-        let result: Result<Data, Failure> = await withCheckedContinuation { continuation in
-            let thread = Thread {
-                let process = Process()
-                process.executableURL = URL(fileURLWithPath: executable)
-                process.arguments = arguments
-                process.standardInput = FileHandle.nullDevice
-                let output = Pipe(), errors = Pipe()
-                process.standardOutput = output
-                process.standardError = errors
-                do {
-                    try process.run()
-                } catch {
-                    continuation.resume(returning: .failure(Failure(description: "\(executable) did not start: \(error)")))
-                    return
-                }
-                // Standard error is read on another thread so that neither pipe fills up.
-                let errorText = LockedData()
-                let errorsRead = DispatchSemaphore(value: 0)
-                let errorReader = Thread {
-                    errorText.set(errors.fileHandleForReading.readDataToEndOfFile())
-                    errorsRead.signal()
-                }
-                errorReader.start()
-                let data = output.fileHandleForReading.readDataToEndOfFile()
-                process.waitUntilExit()
-                errorsRead.wait()
-                guard process.terminationStatus == 0 else {
-                    let text = String(decoding: errorText.value.suffix(2000), as: UTF8.self)
-                    continuation.resume(returning: .failure(Failure(
-                        description: "\((executable as NSString).lastPathComponent) \(arguments.joined(separator: " ")) exited with \(process.terminationStatus): \(text)")))
-                    return
-                }
-                continuation.resume(returning: .success(data))
-            }
-            thread.start()
+        let captured: SpawnedProcess.Captured
+        do {
+            captured = try await onThread { try SpawnedProcess.capture(executable, arguments) }
+        } catch {
+            throw Failure(description: "\(executable) did not start: \(error)")
         }
-        return try result.get()
-    }
-
-    private final class LockedData: @unchecked Sendable {
-        private let lock = NSLock()
-        private var data: Data?
-        func set(_ value: Data) { lock.withLock { data = value } }
-        var value: Data { lock.withLock { data ?? Data() } }
+        guard let termination = captured.termination, termination == .exited(0) else {
+            let text = String(decoding: captured.errors.suffix(2000), as: UTF8.self)
+            throw Failure(
+                description: "\((executable as NSString).lastPathComponent) \(arguments.joined(separator: " ")) exited with \(captured.termination?.status ?? -1): \(text)")
+        }
+        return Data(captured.output)
     }
 
     private static func tool(_ path: String?) throws -> String {
@@ -102,17 +70,8 @@ public enum MediaTools {
 
     /// Whether ffmpeg has the libx264 encoder.
     public static let hasLibx264: Bool = {
-        guard let ffmpeg else { return false }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: ffmpeg)
-        process.arguments = ["-hide_banner", "-encoders"]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        process.standardInput = FileHandle.nullDevice
-        guard (try? process.run()) != nil else { return false }
-        let data = output.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        guard let ffmpeg, let captured = try? SpawnedProcess.capture(ffmpeg, ["-hide_banner", "-encoders"]) else { return false }
+        let data = captured.output
         return String(decoding: data, as: UTF8.self).contains("libx264")
     }()
 

@@ -76,32 +76,22 @@ public struct ExecutableRun: Sendable {
     public static func run(
         _ executable: URL, _ arguments: [String], environment extra: [String: String] = [:], timeout: Duration = .seconds(120)
     ) async throws -> ExecutableRun {
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = arguments
         var environment = ProcessInfo.processInfo.environment
         environment["NO_PROXY"] = "127.0.0.1"
         for (key, value) in extra { environment[key] = value }
-        process.environment = environment
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        let collected = Locked(Data())
-        pipe.fileHandleForReading.readabilityHandler = { handle in
-            let chunk = handle.availableData
-            collected.withLock { $0.append(chunk) }
+        let finalEnvironment = environment
+        let captured = try await onThread {
+            try SpawnedProcess.capture(executable.path, arguments, environment: finalEnvironment, mergingErrors: true, timeout: timeout)
         }
-        try process.run()
-        let timedOut = await !process.exited(within: timeout)
-        if timedOut { process.terminate() }
-        process.waitUntilExit()
-        pipe.fileHandleForReading.readabilityHandler = nil
-        let rest = pipe.fileHandleForReading.readDataToEndOfFile()
-        let output = collected.withLock { data in
-            data.append(rest)
-            return String(decoding: data, as: UTF8.self)
-        }
-        return ExecutableRun(status: timedOut ? nil : process.terminationStatus, output: output)
+        return ExecutableRun(status: captured.termination?.status, output: String(decoding: captured.output, as: UTF8.self))
+    }
+}
+
+/// Runs `body` on a thread of its own (it may block) while the caller's task waits without
+/// holding a thread of the cooperative pool.
+public func onThread<T: Sendable>(_ body: @escaping @Sendable () throws -> T) async throws -> T {
+    try await withCheckedThrowingContinuation { continuation in
+        Thread { continuation.resume(with: Result { try body() }) }.start()
     }
 }
 

@@ -104,11 +104,3 @@ extension DownloadTaskManager {
         return snapshots
     }
 }
-
-extension Process {
-    /// Whether the process has exited within `timeout`, polled every 20 ms (no thread is blocked
-    /// in `waitUntilExit()`); it is left running when it has not.
-    public func exited(within timeout: Duration) async -> Bool {
-        await eventually(within: timeout, every: .milliseconds(20)) { !isRunning }
-    }
-}

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Tessera
 import TesseraTesting
 
 @Suite(.timeLimit(.minutes(3))) struct CLIBasicsTests {
@@ -169,7 +170,7 @@ import TesseraTesting
             origin.inject(.stall(.seconds(30), afterBytes: 600_000), at: slow)
             origin.inject(.status(404), at: missing)
             let (first, out, _) = try cli.start(["get", origin.url(slow).absoluteString])
-            defer { if first.isRunning { first.terminate() } }
+            defer { first.terminate() }
             #expect(await eventually(within: .seconds(30)) { origin.bytesServed(for: slow) >= 500_000 })
             // The same state directory: not refused; the running tessera fetches, this one follows.
             let second = try await cli.run(["get", origin.url(quick).absoluteString, origin.url(missing).absoluteString])
@@ -178,8 +179,8 @@ import TesseraTesting
             #expect(second.status == 1, "one of the two failed")
             #expect(await origin.content(at: quick).verifyFile(atPath: cli.downloads + "/quick.bin", size: 70_000))
             // The running one counts them as its own, and still runs its first task.
-            #expect(first.isRunning)
-            kill(first.processIdentifier, SIGINT)
+            #expect(first.termination == nil)
+            first.interrupt()
             #expect(await first.exited(within: .seconds(20)))
             let output = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
             #expect(output.contains("quick.bin"), "\(output)")
@@ -254,12 +255,11 @@ import TesseraTesting
             origin.inject(.stall(.seconds(30), afterBytes: nil), at: "/slow.meta4")
             let (process, _, err) = try cli.start(["get", origin.url("/slow.meta4").absoluteString])
             #expect(await eventually(within: .seconds(30)) { origin.requestCount(for: "/slow.meta4") > 0 })
-            kill(process.processIdentifier, SIGINT)
+            process.interrupt()
             #expect(await process.exited(within: .seconds(10)), "tessera ends on SIGINT while it expands its inputs")
-            if process.isRunning { process.terminate() }
-            process.waitUntilExit()
-            #expect(process.terminationReason == .exit, "it exits; the signal does not kill it")
-            #expect(process.terminationStatus == 130)
+            process.terminate()
+            // It exits; the signal does not kill it.
+            #expect(await process.ended() == .exited(130))
             let errors = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
             #expect(!errors.contains("cancelled"), "\(errors)")
         }
@@ -276,11 +276,10 @@ import TesseraTesting
             let (process, out, _) = try cli.start(arguments)
             // Let the first halves arrive, then Ctrl-C.
             #expect(await eventually(within: .seconds(30)) { origin.totalBytesServed >= 3_000_000 }, "served \(origin.totalBytesServed)")
-            kill(process.processIdentifier, SIGINT)
+            process.interrupt()
             #expect(await process.exited(within: .seconds(20)), "tessera ends on SIGINT")
-            if process.isRunning { process.terminate() }
-            process.waitUntilExit()
-            #expect(process.terminationStatus == 130)
+            process.terminate()
+            #expect(await process.ended() == .exited(130))
             let servedBefore = origin.totalBytesServed
             let list = try await cli.run(["list", "--json", "--state-dir", cli.state])
             let tasks = try #require(list.json?["tasks"] as? [[String: Any]])
@@ -327,10 +326,9 @@ import TesseraTesting
             #expect(pause.status == 0, "\(pause.errors)")
             #expect(pause.output.contains("sent to the running tessera"))
             #expect(await process.exited(within: .seconds(20)), "the running tessera ends once its only unfinished task is paused")
-            if process.isRunning { process.terminate() }
-            process.waitUntilExit()
+            process.terminate()
             // It ended with a task paused: not a success (aria2c's "unfinished downloads").
-            #expect(process.terminationStatus == 7)
+            #expect(await process.ended() == .exited(7))
             let output = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
             #expect(output.contains("paused direct:\(origin.url(slow).absoluteString)"), "\(output)")
             #expect(fileSize(cli.downloads + "/quick.bin") == 200_000)

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Tessera
 import TesseraTesting
 
 /// Runs the built `tessera` executable (next to the test bundle) as a user would.
@@ -55,23 +56,23 @@ struct CLI {
     }
 
     /// Starts `tessera` and returns the running process (its output collected into files).
-    func start(_ arguments: [String], environment: [String: String] = [:]) throws -> (Process, String, String) {
-        let process = Process()
-        process.executableURL = Self.executable
-        process.arguments = standard(arguments)
-        process.currentDirectoryURL = URL(fileURLWithPath: directory)
+    func start(_ arguments: [String], environment: [String: String] = [:]) throws -> (SpawnedProcess, String, String) {
         var env = ProcessInfo.processInfo.environment
         // No configuration file of the machine's user changes what a test runs.
         env["XDG_CONFIG_HOME"] = directory + "/no-config-home"
         for (key, value) in environment { env[key] = value }
         env["TERM"] = "dumb"
-        process.environment = env
         let out = directory + "/out-\(UUID().uuidString)", err = directory + "/err-\(UUID().uuidString)"
-        _ = FileManager.default.createFile(atPath: out, contents: nil)
-        _ = FileManager.default.createFile(atPath: err, contents: nil)
-        process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: out))
-        process.standardError = try FileHandle(forWritingTo: URL(fileURLWithPath: err))
-        try process.run()
+        let outFile = open(out, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        let errFile = open(err, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
+        defer {
+            if outFile >= 0 { close(outFile) }
+            if errFile >= 0 { close(errFile) }
+        }
+        guard outFile >= 0, errFile >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        let process = try SpawnedProcess(
+            Self.executable.path, standard(arguments), environment: env, directory: directory, input: .null,
+            output: .descriptor(outFile), error: .descriptor(errFile))
         return (process, out, err)
     }
 
@@ -82,9 +83,9 @@ struct CLI {
             process.terminate()
             Issue.record("tessera \(arguments.joined(separator: " ")) did not finish in \(timeout)")
         }
-        process.waitUntilExit()
+        let termination = await process.ended()
         return Result(
-            status: process.terminationStatus,
+            status: termination.status,
             output: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
             errors: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
     }

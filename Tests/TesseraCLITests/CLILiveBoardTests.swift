@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Tessera
 import TesseraTesting
 
 /// The live board in a real terminal: `tessera get` inside tmux, read back with
@@ -14,27 +15,23 @@ import TesseraTesting
             // Output to a file, not a pipe: the tmux server the first command forks keeps the
             // client's descriptors, so a pipe would not reach its end while the server runs.
             let output = NSTemporaryDirectory() + "/tmux-\(UUID().uuidString)"
-            _ = FileManager.default.createFile(atPath: output, contents: nil)
+            let file = open(output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
+            guard file >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
             defer { try? FileManager.default.removeItem(atPath: output) }
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["tmux", "-L", socket] + arguments
-            process.standardOutput = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            process.waitUntilExit()
+            do {
+                defer { close(file) }
+                let process = try SpawnedProcess(
+                    "/usr/bin/env", ["tmux", "-L", socket] + arguments, output: .descriptor(file), error: .null)
+                process.waitUntilExit()
+            }
             return (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
         }
 
-        /// Starts the server with its session, without waiting: the server it forks keeps the
-        /// descriptors Foundation watches to see the client exit.
+        /// Starts the server with its session (the client exits once the server it forks runs).
         func startSession(_ arguments: [String]) throws {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-            process.arguments = ["tmux", "-L", socket, "new-session", "-d"] + arguments
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
+            let process = try SpawnedProcess(
+                "/usr/bin/env", ["tmux", "-L", socket, "new-session", "-d"] + arguments, output: .null, error: .null)
+            process.waitUntilExit()
         }
 
         /// The pane's lines, wrapped ones joined, trailing blank lines dropped.

@@ -105,6 +105,38 @@ struct CLIMergeTests {
         }
     }
 
+    /// SIGKILL in the merge phase (the crash matrix's last phase): while ffmpeg's file is at its
+    /// temporary name, and once it is in place with the tracks still there. The same command
+    /// then ends with one merged file, fetches no segment again, and leaves no temporary file.
+    @Test(arguments: ["merge-written", "merged"]) func aKillWhileMergingLeavesOneFileAndFetchesNothingAgain(point: String) async throws {
+        var cli = CLI()
+        cli.merges = true
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let url = try await Self.serveShow(on: origin, directory: cli.directory)
+            let killed = try await cli.run(["get", url], environment: ["TESSERA_CRASH_AT": point])
+            #expect(killed.status == 128 + SIGKILL, "the crash point \(point) was not reached: \(killed.errors)")
+            let tracks = Self.files(under: cli.downloads)
+            // The two tracks, and ffmpeg's temporary file or the merged file.
+            #expect(tracks.count == 3, "\(tracks)")
+            #expect(tracks.contains { ($0 as NSString).lastPathComponent.hasPrefix(".") } == (point == "merge-written"), "\(tracks)")
+            let segmentRequests = origin.requests.filter { $0.path.hasSuffix(".ts") }.count
+            let again = try await cli.run(["get", "--json", url])
+            #expect(again.status == 0, "\(again.errors)")
+            #expect(origin.requests.filter { $0.path.hasSuffix(".ts") }.count == segmentRequests, "no segment fetched again")
+            let files = Self.files(under: cli.downloads)
+            #expect(files.count == 1 && !files[0].contains(".1."), "one merged file, not a numbered copy: \(files)")
+            let hidden = (FileManager.default.enumerator(atPath: cli.downloads)?.allObjects as? [String] ?? [])
+                .filter { !$0.hasPrefix(".tessera") && ($0 as NSString).lastPathComponent.hasPrefix(".") }
+            #expect(hidden.isEmpty, "no temporary file left: \(hidden)")
+            let path = cli.downloads + "/" + (files.first ?? "")
+            #expect(try await MediaTools.probe(path).streams.sorted() == ["audio", "video"])
+            // A third run: nothing to do.
+            let third = try await cli.run(["get", url])
+            #expect(third.status == 0 && Self.files(under: cli.downloads) == files)
+        }
+    }
+
     @Test func aTemplateNamedVideoIsReplacedByTheMergedFile() async throws {
         var cli = CLI()
         cli.merges = true

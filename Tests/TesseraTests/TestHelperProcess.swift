@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Tessera
 import TesseraTesting
 
 /// `tessera-test-helper`, built next to the test bundle.
@@ -14,48 +15,26 @@ func testHelperExecutable() throws -> URL {
 
 /// Starts `tessera-test-helper` and returns at once (its output is dropped); `environment` is
 /// added to this process's.
-func startTestHelper(_ arguments: [String], environment: [String: String] = [:]) throws -> Process {
-    let process = Process()
-    process.executableURL = try testHelperExecutable()
-    process.arguments = arguments
-    if !environment.isEmpty { process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 } }
-    process.standardOutput = FileHandle.nullDevice
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    return process
+func startTestHelper(_ arguments: [String], environment: [String: String] = [:]) throws -> SpawnedProcess {
+    try SpawnedProcess(
+        try testHelperExecutable().path, arguments,
+        environment: environment.isEmpty ? nil : ProcessInfo.processInfo.environment.merging(environment) { $1 },
+        input: .null, output: .null, error: .null)
 }
 
 /// Runs `tessera-test-helper` and decodes its JSON line; fails when it has not finished after
 /// `timeout` (it is terminated then).
 func runTestHelper(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> [String: Any] {
-    let process = Process()
-    process.executableURL = try testHelperExecutable()
-    process.arguments = arguments
-    let output = Pipe(), errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    // Ends the process once it outlives `timeout` (which ends the read below); whether it did.
-    let watchdog = Task { () -> Bool in
-        guard await !process.exited(within: timeout), !Task.isCancelled else { return false }
-        process.terminate()
-        return true
-    }
-    let data = await withCheckedContinuation { continuation in
-        Thread {
-            let data = output.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
-            continuation.resume(returning: data)
-        }.start()
-    }
-    watchdog.cancel()
-    if await watchdog.value {
+    let executable = try testHelperExecutable().path
+    let captured = try await onThread { try SpawnedProcess.capture(executable, arguments, timeout: timeout) }
+    guard let termination = captured.termination else {
         throw HelperFailure("tessera-test-helper \(arguments.joined(separator: " ")) did not finish in \(timeout)")
     }
-    guard process.terminationStatus == 0 else {
-        let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        throw HelperFailure("tessera-test-helper \(arguments.joined(separator: " ")) failed: \(message)")
+    guard termination == .exited(0) else {
+        let message = String(decoding: captured.errors, as: UTF8.self)
+        throw HelperFailure("tessera-test-helper \(arguments.joined(separator: " ")) failed (\(termination)): \(message)")
     }
+    let data = Data(captured.output)
     guard let object = try JSONSerialization.jsonObject(with: data) as? [String: Any] else {
         throw HelperFailure("tessera-test-helper printed no JSON object: \(String(decoding: data, as: UTF8.self))")
     }

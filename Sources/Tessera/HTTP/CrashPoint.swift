@@ -17,6 +17,10 @@ enum CrashPoint: String, CaseIterable, Sendable {
     case storeWrite = "store-write"
     /// A cache entry's data is in place; its record is not.
     case cacheData = "cache-data"
+    /// ffmpeg has written a merge's temporary file; it is not renamed yet.
+    case mergeWritten = "merge-written"
+    /// A merged file is in its place; the inputs are there, the replacement is not recorded.
+    case merged
 
     /// The point to crash at, from the environment (read once).
     private static let setting: (point: CrashPoint, count: Int)? = parse()

@@ -43,27 +43,46 @@ extension MediaMerger {
     /// Carries `plan` out with the `ffmpeg` executable at that path: ffmpeg writes
     /// ``MergePlan/temporaryOutput``; once it has exited with status 0 and left a file that is
     /// not empty, the file is renamed to ``MergePlan/output`` (or `name.1.ext`, … when another
-    /// file of that name exists: nothing but an input is replaced) and then, only then, the
-    /// other inputs are deleted. An output named as one of the inputs replaces it in one rename.
-    /// On any failure the temporary file (and the concat list) go and the inputs stay.
+    /// file of that name exists: nothing but an input is replaced); `beforeRemovingInputs` is
+    /// called with the merged file and its size (to record it, say), and only then are the other
+    /// inputs deleted. An output named as one of the inputs replaces it in one rename. On any
+    /// failure the temporary file (and the concat list) go and the inputs stay.
+    ///
+    /// A merged file already at ``MergePlan/output``, not empty and written after every input,
+    /// is taken as this merge done before (a process killed after the rename, before it deleted
+    /// the inputs): ffmpeg does not run again, and no second, numbered copy is made.
     ///
     /// ffmpeg runs without a shell, its arguments an array, with standard input closed; the
     /// wait and every file step happen on a thread of their own, never on Swift's cooperative
     /// pool. Cancelling the calling task terminates ffmpeg (``MergeError/cancelled``).
-    public func run(_ plan: MergePlan, ffmpeg: String) async throws(MergeError) -> MergeResult {
+    public func run(
+        _ plan: MergePlan, ffmpeg: String, beforeRemovingInputs: (@Sendable (_ path: String, _ size: Int64) async -> Void)? = nil
+    ) async throws(MergeError) -> MergeResult {
         let child = ChildProcess()
         let executor = BlockingExecutor(threads: 1, name: "tessera-merge")
-        let result: Result<MergeResult, MergeError> = await withTaskCancellationHandler {
-            await executor.run { Self.carryOut(plan, ffmpeg: ffmpeg, child: child) }
+        defer { Task { await executor.shutdown() } }
+        let produced: Result<(path: String, size: Int64), MergeError> = await withTaskCancellationHandler {
+            await executor.run { Self.produce(plan, ffmpeg: ffmpeg, child: child) }
         } onCancel: {
             child.cancel()
         }
-        await executor.shutdown()
-        return try result.get()
+        let (path, size) = try produced.get()
+        CrashPoint.merged.reach()
+        await beforeRemovingInputs?(path, size)
+        let removed = await executor.run { () -> [String] in
+            var removed: [String] = []
+            for input in plan.inputs where input != path {
+                FileOperations.remove(input)
+                removed.append(input)
+            }
+            return removed
+        }
+        return MergeResult(path: path, size: size, removedInputs: removed)
     }
 
-    /// The blocking body of ``run(_:ffmpeg:)``.
-    static func carryOut(_ plan: MergePlan, ffmpeg: String, child: ChildProcess) -> Result<MergeResult, MergeError> {
+    /// The blocking part of ``run(_:ffmpeg:beforeRemovingInputs:)``: the merged file in its place.
+    static func produce(_ plan: MergePlan, ffmpeg: String, child: ChildProcess) -> Result<(path: String, size: Int64), MergeError> {
+        if let size = mergedBefore(plan) { return .success((plan.output, size)) }
         let temporary = plan.temporaryOutput
         let list = plan.concatListPath
         defer {
@@ -83,6 +102,7 @@ extension MediaMerger {
             }
             try child.run(ffmpeg, arguments: plan.ffmpegArguments)
             guard let size = FileOperations.size(temporary), size > 0 else { throw .emptyOutput }
+            CrashPoint.mergeWritten.reach()
             var destination = plan.output
             var number = 1
             do throws(DownloadError) {
@@ -100,15 +120,28 @@ extension MediaMerger {
             } catch {
                 throw .file(error)
             }
-            var removed: [String] = []
-            for input in plan.inputs where input != destination {
-                FileOperations.remove(input)
-                removed.append(input)
-            }
-            return .success(MergeResult(path: destination, size: size, removedInputs: removed))
+            return .success((destination, size))
         } catch {
             return .failure(error)
         }
+    }
+
+    /// The size of a file at the plan's output that this merge made before: not an input, not
+    /// empty, and modified no earlier than every input (another video's file of the same name
+    /// is older than these inputs, and gets a numbered neighbour instead).
+    static func mergedBefore(_ plan: MergePlan) -> Int64? {
+        guard !plan.inputs.contains(plan.output), let output = modification(plan.output), output.size > 0 else { return nil }
+        for input in plan.inputs {
+            guard let time = modification(input)?.time, time <= output.time else { return nil }
+        }
+        return output.size
+    }
+
+    private static func modification(_ path: String) -> (time: Int128, size: Int64)? {
+        var information = stat()
+        guard stat(path, &information) == 0, (information.st_mode & S_IFMT) == S_IFREG else { return nil }
+        let time = Int128(information.st_mtim.tv_sec) * 1_000_000_000 + Int128(information.st_mtim.tv_nsec)
+        return (time, Int64(information.st_size))
     }
 }
 
@@ -117,8 +150,7 @@ extension MediaMerger {
 final class ChildProcess: Sendable {
     private struct State {
         var cancelled = false
-        var exited = false
-        var pid: Int32?
+        var process: SpawnedProcess?
     }
 
     private let state = Locked(State())
@@ -130,60 +162,62 @@ final class ChildProcess: Sendable {
     static let killDelay: DispatchTimeInterval = .seconds(2)
 
     /// Stops the child: SIGTERM, then SIGKILL if it has not exited after ``killDelay`` (ffmpeg
-    /// blocked in an `open` does not act on SIGTERM).
+    /// blocked in an `open` does not act on SIGTERM). No signal goes once it is reaped.
     func cancel() {
-        let pid = state.withLock { state -> Int32? in
+        let process = state.withLock { state -> SpawnedProcess? in
             state.cancelled = true
-            return state.exited ? nil : state.pid
+            return state.process
         }
-        guard let pid else { return }
-        kill(pid, SIGTERM)
-        DispatchQueue.global().asyncAfter(deadline: .now() + Self.killDelay) { [self] in
-            // (Not once the owner has seen the child exit: its pid may be reused.)
-            state.withLock { state in if !state.exited { kill(pid, SIGKILL) } }
+        guard let process else { return }
+        process.terminate()
+        DispatchQueue.global().asyncAfter(deadline: .now() + Self.killDelay) {
+            process.send(SIGKILL)
         }
     }
 
     /// Runs `executable` with `arguments` to its end; throws unless it exits with status 0.
     /// Blocks the calling thread.
     func run(_ executable: String, arguments: [String]) throws(MergeError) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.standardInput = FileHandle.nullDevice
-        process.standardOutput = FileHandle.nullDevice
-        let errors = Pipe()
-        process.standardError = errors
-        let started: Result<Void, MergeError> = state.withLock { state in
+        let errors: (read: Int32, write: Int32)
+        do {
+            errors = try SpawnedProcess.pipe()
+        } catch {
+            throw .ffmpegNotStarted(error.localizedDescription)
+        }
+        let started: Result<SpawnedProcess, MergeError> = state.withLock { state in
+            defer { close(errors.write) }
             guard !state.cancelled else { return .failure(.cancelled) }
             do {
-                try process.run()
+                let process = try SpawnedProcess(
+                    executable, arguments, input: .null, output: .null, error: .descriptor(errors.write))
+                state.process = process
+                return .success(process)
             } catch {
                 return .failure(.ffmpegNotStarted(error.localizedDescription))
             }
-            state.pid = process.processIdentifier
-            return .success(())
         }
-        try started.get()
+        let process: SpawnedProcess
+        do {
+            process = try started.get()
+        } catch {
+            close(errors.read)
+            throw error
+        }
         // Read to the end (ffmpeg's exit closes it), keeping the last few KiB.
-        var tail = Data()
-        let reader = errors.fileHandleForReading
+        var tail: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 4096)
         while true {
-            let chunk = reader.availableData
-            if chunk.isEmpty { break }
-            tail.append(chunk)
-            if tail.count > Self.errorLimit { tail = tail.suffix(Self.errorLimit) }
+            let count = buffer.withUnsafeMutableBytes { read(errors.read, $0.baseAddress, $0.count) }
+            if count < 0, errno == EINTR { continue }
+            guard count > 0 else { break }
+            tail.append(contentsOf: buffer[..<count])
+            if tail.count > Self.errorLimit { tail.removeFirst(tail.count - Self.errorLimit) }
         }
-        try? reader.close()
-        process.waitUntilExit()
-        // From here a late SIGKILL is not sent (the pid may be another process's soon).
-        let cancelled = state.withLock { state in
-            state.exited = true
-            return state.cancelled
-        }
-        if cancelled { throw .cancelled }
-        guard process.terminationReason == .exit, process.terminationStatus == 0 else {
-            throw .ffmpegFailed(status: process.terminationStatus, message: String(decoding: tail, as: UTF8.self))
+        close(errors.read)
+        let termination = process.waitUntilExit()
+        if state.withLock({ $0.cancelled }) { throw .cancelled }
+        guard termination == .exited(0) else {
+            throw .ffmpegFailed(status: termination.status, message: String(decoding: tail, as: UTF8.self))
         }
     }
 }

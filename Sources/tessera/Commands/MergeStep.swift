@@ -63,15 +63,21 @@ struct MergeStep {
             }
             do {
                 // Ctrl-C cancels the merge: ffmpeg is stopped, the files stay.
-                guard let result = try await interrupt.unlessInterrupted({ try await merger.run(plan, ffmpeg: ffmpeg) }) else {
+                // The merged file stands for the task's outputs from now on, recorded before the
+                // parts go: the same command again finds the task complete instead of fetching
+                // the parts again.
+                let manager = manager, id = info.id
+                let merge: @Sendable () async throws -> MergeResult = {
+                    try await merger.run(plan, ffmpeg: ffmpeg) { path, size in
+                        try? await manager.recordReplacement(of: id, by: path, size: size)
+                    }
+                }
+                guard let result = try await interrupt.unlessInterrupted(merge) else {
                     display.standardError("tessera: merging \(info.title) was interrupted; its files are kept")
                     outcomes[info.id] = MergeOutcome(result: nil, failed: true)
                     break
                 }
                 outcomes[info.id] = MergeOutcome(result: result, failed: false)
-                // The merged file stands for the task's outputs from now on: the same command
-                // again finds the task complete instead of fetching the parts again.
-                try? await manager.recordReplacement(of: info.id, by: result.path, size: result.size)
             } catch {
                 let message = (error as? MergeError)?.message ?? describe(error)
                 display.standardError("tessera: could not merge \(info.title): \(message); its files are kept")

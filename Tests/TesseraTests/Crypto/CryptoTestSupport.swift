@@ -56,20 +56,10 @@ enum CryptoFixtures {
 
     /// Runs `tool` with `arguments`; returns its standard output, throws when it fails.
     static func run(_ tool: String, _ arguments: [String]) throws -> String {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        let output = Pipe()
-        let errors = Pipe()
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        // The outputs here are a line or two, far below a pipe's buffer, so reading after the
-        // exit cannot deadlock.
-        process.waitUntilExit()
-        let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        guard process.terminationStatus == 0 else {
-            let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+        let captured = try SpawnedProcess.capture(tool, arguments)
+        let text = String(decoding: captured.output, as: UTF8.self)
+        guard captured.termination == .exited(0) else {
+            let message = String(decoding: captured.errors, as: UTF8.self)
             throw ToolFailure(description: "\(tool) \(arguments.joined(separator: " ")) failed: \(message)")
         }
         return text

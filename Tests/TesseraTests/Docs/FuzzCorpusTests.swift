@@ -1,5 +1,7 @@
 import Foundation
 import Testing
+import Tessera
+import TesseraTesting
 
 /// The fuzzing corpus (`Tests/Fuzz/Corpus`: the seeds and every input a fuzzer found that once
 /// crashed or hung), replayed through each harness by the `tessera-fuzz` replay build: none may
@@ -17,21 +19,10 @@ import Testing
         let corpus = Self.corpus + "/" + target
         let inputs = (try? FileManager.default.contentsOfDirectory(atPath: corpus)) ?? []
         #expect(!inputs.isEmpty, "no seeds for \(target)")
-        let process = Process()
-        process.executableURL = executable
-        process.arguments = [target, corpus]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        let text = await withCheckedContinuation { continuation in
-            Thread {
-                let data = output.fileHandleForReading.readDataToEndOfFile()
-                process.waitUntilExit()
-                continuation.resume(returning: String(decoding: data, as: UTF8.self))
-            }.start()
-        }
-        #expect(process.terminationReason == .exit && process.terminationStatus == 0, "\(target) crashed on its corpus: \(text)")
+        let path = executable.path
+        let captured = try await onThread { try SpawnedProcess.capture(path, [target, corpus]) }
+        let text = String(decoding: captured.output, as: UTF8.self)
+        #expect(captured.termination == .exited(0), "\(target) crashed on its corpus: \(text)")
         #expect(text.contains("\(target): \(inputs.count) inputs"), "\(text)")
     }
 }

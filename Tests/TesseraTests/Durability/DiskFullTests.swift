@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import Tessera
 @testable import Tessera
 import TesseraTesting
 
@@ -81,12 +82,7 @@ struct TinyFileSystem {
     }
 
     private static func run(_ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-        process.arguments = arguments
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw OriginFailure("\(arguments.joined(separator: " ")) failed") }
+        let process = try SpawnedProcess("/usr/bin/env", arguments, output: .null, error: .null)
+        guard process.waitUntilExit() == .exited(0) else { throw OriginFailure("\(arguments.joined(separator: " ")) failed") }
     }
 }

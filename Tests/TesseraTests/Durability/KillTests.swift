@@ -28,9 +28,9 @@ import TesseraTesting
                 let process = try startTestHelper(arguments)
                 let delay = Double.random(in: 0.3...1.2, using: &generator)
                 try await Task.sleep(for: .seconds(delay))
-                guard process.isRunning else { break }
-                kill(process.processIdentifier, SIGKILL)
-                process.waitUntilExit()
+                guard process.termination == nil else { break }
+                process.send(SIGKILL)
+                _ = await process.ended()
                 kills += 1
             }
             let finalStart = ContinuousClock.now

@@ -1,4 +1,5 @@
 import Foundation
+import Tessera
 import TesseraTesting
 
 /// nginx on `127.0.0.1` serving files over TLS with HTTP/2, with a certificate signed by a CA
@@ -12,7 +13,7 @@ struct NginxTLSOrigin {
 
     let directory: TemporaryDirectory
     let port: Int
-    let process: Process
+    let process: SpawnedProcess
     /// The CA certificate that signed the server's certificate.
     var caBundle: String { directory.file("ca.pem") }
     var accessLog: String { directory.file("access.log") }
@@ -59,11 +60,8 @@ struct NginxTLSOrigin {
             }
             """
         try configuration.write(toFile: directory.file("nginx.conf"), atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: binary)
-        process.arguments = ["-c", directory.file("nginx.conf"), "-p", directory.path, "-g", "daemon off;"]
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try SpawnedProcess(
+            binary, ["-c", directory.file("nginx.conf"), "-p", directory.path, "-g", "daemon off;"], error: .null)
         let origin = NginxTLSOrigin(directory: directory, port: port, process: process)
         // Wait until it accepts connections.
         for _ in 0..<200 {
@@ -75,10 +73,8 @@ struct NginxTLSOrigin {
     }
 
     func stop() {
-        if process.isRunning {
-            process.terminate()
-            process.waitUntilExit()
-        }
+        process.terminate()
+        process.waitUntilExit()
         directory.cleanUp()
     }
 
@@ -92,14 +88,8 @@ struct NginxTLSOrigin {
     }
 
     private static func run(_ tool: String, _ arguments: [String]) throws {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: tool)
-        process.arguments = arguments
-        process.standardOutput = FileHandle.nullDevice
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw OriginFailure("\(tool) \(arguments.first ?? "") failed") }
+        let process = try SpawnedProcess(tool, arguments, output: .null, error: .null)
+        guard process.waitUntilExit() == .exited(0) else { throw OriginFailure("\(tool) \(arguments.first ?? "") failed") }
     }
 
     private static func freePort() throws -> Int {

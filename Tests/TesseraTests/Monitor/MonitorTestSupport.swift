@@ -1,6 +1,7 @@
 import Foundation
 import Synchronization
 import Testing
+import Tessera
 
 @testable import Tessera
 import TesseraTesting
@@ -87,16 +88,9 @@ enum MonitorTestSupport {
     @discardableResult
     static func ip(_ arguments: String...) -> (status: Int32, output: String) {
         guard let ipTool else { return (-1, "no ip tool") }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: ipTool)
-        process.arguments = arguments
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        do { try process.run() } catch { return (-1, "\(error)") }
-        let data = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
-        return (process.terminationStatus, String(decoding: data, as: UTF8.self))
+        let captured: SpawnedProcess.Captured
+        do { captured = try SpawnedProcess.capture(ipTool, arguments, mergingErrors: true) } catch { return (-1, "\(error)") }
+        return (captured.termination?.status ?? -1, String(decoding: captured.output, as: UTF8.self))
     }
 
     /// Whether the process has CAP_NET_ADMIN (needed to add interfaces).
