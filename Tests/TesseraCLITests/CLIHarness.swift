@@ -57,7 +57,7 @@ struct CLI {
 
     /// Starts `tessera` and returns the running process (its output collected into files).
     func start(_ arguments: [String], environment: [String: String] = [:]) throws -> (SpawnedProcess, String, String) {
-        var env = ProcessInfo.processInfo.environment
+        var env = childEnvironment()
         // No configuration file of the machine's user changes what a test runs.
         env["XDG_CONFIG_HOME"] = directory + "/no-config-home"
         for (key, value) in environment { env[key] = value }

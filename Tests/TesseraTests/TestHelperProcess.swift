@@ -18,7 +18,7 @@ func testHelperExecutable() throws -> URL {
 func startTestHelper(_ arguments: [String], environment: [String: String] = [:]) throws -> SpawnedProcess {
     try SpawnedProcess(
         try testHelperExecutable().path, arguments,
-        environment: environment.isEmpty ? nil : ProcessInfo.processInfo.environment.merging(environment) { $1 },
+        environment: childEnvironment(adding: environment),
         input: .null, output: .null, error: .null)
 }
 
@@ -26,7 +26,9 @@ func startTestHelper(_ arguments: [String], environment: [String: String] = [:])
 /// `timeout` (it is terminated then).
 func runTestHelper(_ arguments: [String], timeout: Duration = .seconds(120)) async throws -> [String: Any] {
     let executable = try testHelperExecutable().path
-    let captured = try await onThread { try SpawnedProcess.capture(executable, arguments, timeout: timeout) }
+    let captured = try await onThread {
+        try SpawnedProcess.capture(executable, arguments, environment: childEnvironment(), timeout: timeout)
+    }
     guard let termination = captured.termination else {
         throw HelperFailure("tessera-test-helper \(arguments.joined(separator: " ")) did not finish in \(timeout)")
     }
