@@ -46,6 +46,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // The daemon's HTTP and WebSocket server (TesseraServer only; the core library does not
+        // depend on it).
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
     ],
     targets: [
         // MARK: C libraries
@@ -87,6 +91,19 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
             ]
+        ),
+
+        // MARK: The daemon (`tessera serve`): aria2's JSON-RPC, a native API, the dashboard and
+        // the metrics, on Hummingbird. Kept out of `Tessera` so plugin authors do not build it.
+        .target(
+            name: "TesseraServer",
+            dependencies: [
+                "Tessera",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            resources: [.copy("Dashboard")]
         ),
 
         // MARK: Entity plugins (see `plugins` above), and the expectations their tests share
