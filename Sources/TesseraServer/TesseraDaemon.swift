@@ -241,6 +241,25 @@ public actor TesseraDaemon {
         return infos.map { Aria2GID.of($0.id) }
     }
 
+    /// What `tessera get` would add for `input` (`/api/resolve`): each entity's ID, GID, title,
+    /// plugin and group, without adding anything.
+    public func resolve(_ input: String) async throws -> [JSONValue] {
+        let entities: [DownloadBaseEntity]
+        do {
+            entities = try await resolver(input, "")
+        } catch let error as DownloadError {
+            throw Aria2Error(UntrustedText.printable(error.message, limit: 500))
+        }
+        return entities.map { entity in
+            var object: [String: JSONValue] = [
+                "id": .string(entity.taskID.description), "gid": .string(Aria2GID.of(entity.taskID)),
+                "title": .string(entity.title), "plugin": .string(entity.taskID.entityType),
+            ]
+            if let key = entity.aggregationKey { object["group"] = .string(key) }
+            return .object(object)
+        }
+    }
+
     /// A document ``addMetalink(_:options:)`` kept, by its name (`<sha256>.meta4`).
     public nonisolated func document(named name: String) -> Data? {
         guard name.hasSuffix(".meta4"), name.utf8.count == 64 + 6,
