@@ -119,6 +119,7 @@ let package = Package(
             name: "tessera",
             dependencies: [
                 "Tessera",
+                "TesseraServer",
                 "TesseraTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),

@@ -44,10 +44,11 @@ public struct TesseraServer: Sendable {
         self.logger = logger
     }
 
-    /// Serves until one of `signals` arrives or the calling task is cancelled, then stops
-    /// accepting, ends the event streams and WebSockets, and returns. `onRunning` gets the port
-    /// actually bound (useful with port 0).
-    public func run(gracefulShutdownSignals signals: [UnixSignal] = [], onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+    /// Serves until the calling task is cancelled (or, with `stopsOnSignals`, SIGTERM or SIGINT
+    /// arrives), then stops accepting, ends the event streams and WebSockets, and returns.
+    /// `onRunning` gets the port actually bound (useful with port 0).
+    public func run(stopsOnSignals: Bool = false, onRunning: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+        let signals: [UnixSignal] = stopsOnSignals ? [.sigterm, .sigint] : []
         let router = Router(context: BasicWebSocketRequestContext.self)
         addRoutes(to: router)
         let webSocketRouter = Router(context: BasicWebSocketRequestContext.self)
