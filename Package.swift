@@ -156,6 +156,11 @@ let package = Package(
             name: "TesseraCLITests",
             dependencies: ["Tessera", "TesseraTesting"]
         ),
+        // The daemon (`tessera serve`): the RPC without a network, then the HTTP server on 127.0.0.1.
+        .testTarget(
+            name: "TesseraServerTests",
+            dependencies: ["TesseraServer", "Tessera", "TesseraTesting", "DASHEntity", "MetalinkEntity"]
+        ),
         .testTarget(
             name: "TesseraTestingTests",
             dependencies: ["Tessera", "TesseraTesting"]

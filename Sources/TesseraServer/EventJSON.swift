@@ -5,7 +5,7 @@ import Tessera
 /// sends them: one per ``DownloadEvent``.
 public enum EventJSON {
     /// The object for an event.
-    public static func object(for event: DownloadEvent) -> JSONValue {
+    public static func object(for event: DownloadEvent) -> RPCValue {
         switch event {
         case .taskAdded(let info): return task("task_added", info)
         case .taskStateChanged(let info, let previous):
@@ -23,20 +23,20 @@ public enum EventJSON {
         case .groupUpdated(let group): return self.group(group)
         case .groupRemoved(let key): return ["type": "group_removed", "key": .string(key)]
         case .notice(let notice):
-            var object: [String: JSONValue] = ["type": "notice", "kind": .string(notice.kind.rawValue), "message": .string(notice.message)]
+            var object: [String: RPCValue] = ["type": "notice", "kind": .string(notice.kind.rawValue), "message": .string(notice.message)]
             if let id = notice.taskID { object["id"] = .string(id.description) }
             return .object(object)
         }
     }
 
     /// A task's object (`type` as given), with its GID and plugin for the dashboard.
-    public static func task(_ type: String, _ info: DownloadTaskInfo) -> JSONValue {
+    public static func task(_ type: String, _ info: DownloadTaskInfo) -> RPCValue {
         .object(taskFields(type, info))
     }
 
     /// A group's object (`type` `group`).
-    public static func group(_ group: DownloadGroupInfo) -> JSONValue {
-        var object: [String: JSONValue] = [
+    public static func group(_ group: DownloadGroupInfo) -> RPCValue {
+        var object: [String: RPCValue] = [
             "type": "group", "key": .string(group.key), "title": .string(group.title), "state": .string(group.state.rawValue),
             "bytesDone": .int(group.rollUp.bytesDone), "bytesPerSecond": .int(clamped(group.rollUp.bytesPerSecond)),
             "childCount": .int(Int64(group.childCount)), "gid": .string(Aria2GID.of(group: group.key)),
@@ -47,8 +47,8 @@ public enum EventJSON {
         return .object(object)
     }
 
-    static func taskFields(_ type: String, _ info: DownloadTaskInfo) -> [String: JSONValue] {
-        var object: [String: JSONValue] = [
+    static func taskFields(_ type: String, _ info: DownloadTaskInfo) -> [String: RPCValue] {
+        var object: [String: RPCValue] = [
             "type": .string(type), "id": .string(info.id.description), "title": .string(info.title),
             "state": .string(info.state.description), "mode": .string(info.mode.rawValue), "bytesDone": .int(info.bytesDone),
             "segmentsDone": .int(Int64(info.segmentsDone)), "segmentsTotal": .int(Int64(info.segmentsTotal)),
@@ -69,8 +69,8 @@ public enum EventJSON {
         return object
     }
 
-    static func errorFields(_ error: DownloadError) -> [String: JSONValue] {
-        var object: [String: JSONValue] = ["code": .string(error.code.description), "message": .string(error.message)]
+    static func errorFields(_ error: DownloadError) -> [String: RPCValue] {
+        var object: [String: RPCValue] = ["code": .string(error.code.description), "message": .string(error.message)]
         if let url = error.url { object["url"] = .string(url) }
         if let status = error.httpStatus { object["httpStatus"] = .int(Int64(status)) }
         return object

@@ -145,7 +145,7 @@ public actor TesseraDaemon {
     }
 
     /// Parses aria2's option object, refusing a `dir` outside the root and an `out` with a path.
-    public func addOptions(_ object: [String: JSONValue]) throws -> AddOptions {
+    public func addOptions(_ object: [String: RPCValue]) throws -> AddOptions {
         var options = AddOptions()
         if let dir = object["dir"] {
             guard let text = dir.stringValue else { throw Aria2Error("dir must be a string") }
@@ -243,7 +243,7 @@ public actor TesseraDaemon {
 
     /// What `tessera get` would add for `input` (`/api/resolve`): each entity's ID, GID, title,
     /// plugin and group, without adding anything.
-    public func resolve(_ input: String) async throws -> [JSONValue] {
+    public func resolve(_ input: String) async throws -> [RPCValue] {
         let entities: [DownloadBaseEntity]
         do {
             entities = try await resolver(input, "")
@@ -251,7 +251,7 @@ public actor TesseraDaemon {
             throw Aria2Error(UntrustedText.printable(error.message, limit: 500))
         }
         return entities.map { entity in
-            var object: [String: JSONValue] = [
+            var object: [String: RPCValue] = [
                 "id": .string(entity.taskID.description), "gid": .string(Aria2GID.of(entity.taskID)),
                 "title": .string(entity.title), "plugin": .string(entity.taskID.entityType),
             ]
@@ -335,7 +335,12 @@ public actor TesseraDaemon {
 
     /// The aria2 status of a task.
     public func status(of info: DownloadTaskInfo) -> Aria2Mapping.Status {
-        Aria2Mapping.status(of: info, dir: directory(of: info), uris: uris(of: info), connections: info.state.isRunning ? 1 : 0)
+        Aria2Mapping.status(
+            of: info, dir: directory(of: info), uris: uris(of: info), connections: info.state.isRunning ? 1 : 0,
+            sizeOnDisk: { path in
+                var status = stat()
+                return stat(path, &status) == 0 && status.st_mode & S_IFMT == S_IFREG ? Int64(status.st_size) : nil
+            })
     }
 
     /// The aria2 status of what `gid` names (a task, a group, or a removed download).
@@ -469,7 +474,7 @@ public actor TesseraDaemon {
 
     /// `aria2.changeGlobalOption`: `max-overall-download-limit` (aria2's sizes: `0`, `512K`,
     /// `2M`) and `max-concurrent-downloads`; any other option is refused by name.
-    public func changeGlobalOptions(_ options: [String: JSONValue]) async throws {
+    public func changeGlobalOptions(_ options: [String: RPCValue]) async throws {
         var rate: Int64??
         var tasks: Int?
         for (key, value) in options {

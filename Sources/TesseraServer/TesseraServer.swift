@@ -125,7 +125,7 @@ public struct TesseraServer: Sendable {
         router.post("/api/resolve") { request, _ -> Response in
             guard Self.authorized(request, daemon) else { return Self.unauthorized() }
             let body = try await request.body.collect(upTo: maxBody)
-            guard let input = (try? JSONValue.parse(Data(buffer: body)))?["input"]?.stringValue else {
+            guard let input = (try? RPCValue.parse(Data(buffer: body)))?["input"]?.stringValue else {
                 return Self.json(["error": "the body is {\"input\": \"URL or PLUGIN:KEY\"}"], status: .badRequest)
             }
             do {
@@ -171,7 +171,7 @@ public struct TesseraServer: Sendable {
         return (stream, { continuation.finish() })
     }
 
-    static func serverSentEvent(_ value: JSONValue) -> ByteBuffer {
+    static func serverSentEvent(_ value: RPCValue) -> ByteBuffer {
         ByteBuffer(string: "data: " + value.text + "\n\n")
     }
 
@@ -189,7 +189,7 @@ public struct TesseraServer: Sendable {
         json(["error": "Unauthorized"], status: .unauthorized)
     }
 
-    static func json(_ value: JSONValue, status: HTTPResponse.Status = .ok, cors: Bool = false) -> Response {
+    static func json(_ value: RPCValue, status: HTTPResponse.Status = .ok, cors: Bool = false) -> Response {
         json(data: value.data, status: status, cors: cors)
     }
 

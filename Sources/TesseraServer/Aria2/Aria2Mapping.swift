@@ -104,8 +104,8 @@ public enum Aria2Mapping {
 
         /// The object aria2 sends, limited to `keys` when some are given (aria2's behaviour:
         /// unknown keys are left out silently).
-        public func json(keys: [String]? = nil) -> JSONValue {
-            var object: [String: JSONValue] = [
+        public func json(keys: [String]? = nil) -> RPCValue {
+            var object: [String: RPCValue] = [
                 "gid": .string(gid),
                 "status": .string(status),
                 "totalLength": .string(String(totalLength)),
@@ -125,7 +125,7 @@ public enum Aria2Mapping {
                 object["errorCode"] = .string(String(errorCode))
                 object["errorMessage"] = .string(errorMessage ?? "")
             }
-            if !followedBy.isEmpty { object["followedBy"] = .array(followedBy.map(JSONValue.string)) }
+            if !followedBy.isEmpty { object["followedBy"] = .array(followedBy.map(RPCValue.string)) }
             if let belongsTo {
                 object["belongsTo"] = .string(belongsTo)
                 object["following"] = .string(belongsTo)
@@ -140,12 +140,16 @@ public enum Aria2Mapping {
 
     /// The status of a task. `uris`: what it was added from, when known; `dir`: where its
     /// outputs go (absolute).
-    public static func status(of info: DownloadTaskInfo, dir: String, uris: [String], connections: Int = 0) -> Status {
+    /// `sizeOnDisk` gives a complete output's size when the manifest did not (DASH, HLS, a
+    /// plain URL without a length).
+    public static func status(
+        of info: DownloadTaskInfo, dir: String, uris: [String], connections: Int = 0, sizeOnDisk: (String) -> Int64? = { _ in nil }
+    ) -> Status {
         Status(
             gid: Aria2GID.of(info.id), status: status(of: info.state), totalLength: max(0, info.bytesTotal ?? 0),
             completedLength: max(0, info.bytesDone),
             downloadSpeed: info.bytesPerSecond.isFinite ? Int64(max(0, min(info.bytesPerSecond, 1e15))) : 0,
-            connections: info.state.isRunning ? connections : 0, dir: dir, files: files(of: info, uris: uris),
+            connections: info.state.isRunning ? connections : 0, dir: dir, files: files(of: info, uris: uris, sizeOnDisk: sizeOnDisk),
             errorCode: errorCode(of: info), errorMessage: info.state == .completed ? nil : info.error.map { UntrustedText.printable($0.message, limit: 500) },
             belongsTo: info.groupKey.map { Aria2GID.of(group: $0) }, tesseraID: info.id.description, plugin: info.id.entityType,
             title: info.title)
@@ -164,17 +168,22 @@ public enum Aria2Mapping {
     /// A task's outputs as aria2's `files` (one file with the input's URI while the manifest is
     /// not known). Tessera tells bytes done per task, not per output: a complete output counts
     /// its size, and what remains of the task's bytes is given to the first incomplete one.
-    public static func files(of info: DownloadTaskInfo, uris: [String]) -> [Status.File] {
+    public static func files(of info: DownloadTaskInfo, uris: [String], sizeOnDisk: (String) -> Int64? = { _ in nil }) -> [Status.File] {
         guard !info.outputs.isEmpty else {
             return [Status.File(path: "", length: max(0, info.bytesTotal ?? 0), completedLength: max(0, info.bytesDone), uris: uris)]
         }
         var remaining = max(0, info.bytesDone)
         var files: [Status.File] = []
+        func size(_ output: DownloadTaskInfo.OutputInfo) -> Int64 {
+            if let size = output.expectedSize { return max(0, size) }
+            if info.outputs.count == 1, let total = info.bytesTotal, !info.bytesTotalIsEstimate { return max(0, total) }
+            return output.isComplete ? max(0, sizeOnDisk(output.path) ?? 0) : 0
+        }
         for output in info.outputs where output.isComplete {
-            remaining = max(0, remaining - max(0, output.expectedSize ?? 0))
+            remaining = max(0, remaining - size(output))
         }
         for output in info.outputs {
-            let length = max(0, output.expectedSize ?? 0)
+            let length = size(output)
             var done: Int64
             if output.isComplete {
                 done = length
@@ -207,7 +216,7 @@ public enum Aria2Mapping {
 
 extension Aria2Mapping.Status.File {
     /// aria2's file object; `index` counts from 1.
-    func json(index: Int) -> JSONValue {
+    func json(index: Int) -> RPCValue {
         [
             "index": .string(String(index)), "path": .string(path), "length": .string(String(length)),
             "completedLength": .string(String(completedLength)), "selected": "true",

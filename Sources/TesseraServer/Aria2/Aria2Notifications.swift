@@ -5,7 +5,7 @@ public enum Aria2Notifications {
     /// The notification an event makes, if any: `aria2.onDownloadStart` when a task becomes
     /// active, `onDownloadPause` when paused, `onDownloadComplete`, `onDownloadError` (failed or
     /// invalid) and `onDownloadStop` (removed). Groups send none: their tasks do.
-    public static func notification(for event: DownloadEvent) -> JSONValue? {
+    public static func notification(for event: DownloadEvent) -> RPCValue? {
         let method: String
         let gid: String
         switch event {

@@ -37,26 +37,26 @@ public struct Aria2RPC: Sendable {
     /// Answers a request body: one request, or a batch (an array) of at most the daemon's
     /// ``TesseraDaemon/Configuration/maxBatch``. A body that is no JSON gets JSON-RPC's parse error.
     public func respond(to body: Data) async -> Data {
-        guard let request = try? JSONValue.parse(body) else {
+        guard let request = try? RPCValue.parse(body) else {
             return Self.response(id: .null, result: .failure(.parseError)).data
         }
         if case .array(let requests) = request {
             guard !requests.isEmpty, requests.count <= daemon.configuration.maxBatch else {
                 return Self.response(id: .null, result: .failure(Aria2Error(code: -32600, "Invalid Request: a batch holds 1 to \(daemon.configuration.maxBatch) calls"))).data
             }
-            var responses: [JSONValue] = []
+            var responses: [RPCValue] = []
             for request in requests { responses.append(await respond(to: request)) }
-            return JSONValue.array(responses).data
+            return RPCValue.array(responses).data
         }
         return await respond(to: request).data
     }
 
     /// Answers one decoded request.
-    public func respond(to request: JSONValue) async -> JSONValue {
+    public func respond(to request: RPCValue) async -> RPCValue {
         guard let object = request.objectValue, let method = object["method"]?.stringValue else {
             return Self.response(id: request["id"] ?? .null, result: .failure(.invalidRequest))
         }
-        let params: [JSONValue]
+        let params: [RPCValue]
         switch object["params"] {
         case nil, .null?: params = []
         case .array(let values)?: params = values
@@ -73,7 +73,7 @@ public struct Aria2RPC: Sendable {
         }
     }
 
-    static func response(id: JSONValue, result: Result<JSONValue, Aria2Error>) -> JSONValue {
+    static func response(id: RPCValue, result: Result<RPCValue, Aria2Error>) -> RPCValue {
         switch result {
         case .success(let value): return ["jsonrpc": "2.0", "id": id, "result": value]
         case .failure(let error): return ["jsonrpc": "2.0", "id": id, "error": ["code": .int(Int64(error.code)), "message": .string(error.message)]]
@@ -81,10 +81,10 @@ public struct Aria2RPC: Sendable {
     }
 
     /// Calls one method with its parameters (the token still first).
-    public func call(_ method: String, _ parameters: [JSONValue]) async throws -> JSONValue {
+    public func call(_ method: String, _ parameters: [RPCValue]) async throws -> RPCValue {
         switch method {
-        case "system.listMethods": return .array(Self.methods.map(JSONValue.string))
-        case "system.listNotifications": return .array(Self.notifications.map(JSONValue.string))
+        case "system.listMethods": return .array(Self.methods.map(RPCValue.string))
+        case "system.listNotifications": return .array(Self.notifications.map(RPCValue.string))
         case "system.multicall": return try await multicall(parameters)
         default: break
         }
@@ -101,12 +101,12 @@ public struct Aria2RPC: Sendable {
         return try await aria2(String(method.dropFirst(6)), Parameters(params))
     }
 
-    private func multicall(_ parameters: [JSONValue]) async throws -> JSONValue {
+    private func multicall(_ parameters: [RPCValue]) async throws -> RPCValue {
         guard let calls = parameters.first?.arrayValue else { throw Aria2Error("system.multicall takes an array of calls") }
         guard calls.count <= daemon.configuration.maxBatch else {
             throw Aria2Error("system.multicall takes at most \(daemon.configuration.maxBatch) calls")
         }
-        var results: [JSONValue] = []
+        var results: [RPCValue] = []
         for call in calls {
             guard let name = call["methodName"]?.stringValue, name != "system.multicall" else {
                 results.append(["code": 1, "message": "Invalid method call"])
@@ -126,8 +126,8 @@ public struct Aria2RPC: Sendable {
 
     /// Positional parameters with aria2's checks.
     struct Parameters {
-        var values: [JSONValue]
-        init(_ values: [JSONValue]) { self.values = values }
+        var values: [RPCValue]
+        init(_ values: [RPCValue]) { self.values = values }
 
         func gid(_ index: Int) throws -> String {
             guard index < values.count, let gid = values[index].stringValue else { throw Aria2Error("the GID is missing") }
@@ -143,7 +143,7 @@ public struct Aria2RPC: Sendable {
             return int
         }
 
-        func object(_ index: Int) -> [String: JSONValue] {
+        func object(_ index: Int) -> [String: RPCValue] {
             index < values.count ? values[index].objectValue ?? [:] : [:]
         }
 
@@ -153,7 +153,7 @@ public struct Aria2RPC: Sendable {
         }
     }
 
-    private func aria2(_ method: String, _ params: Parameters) async throws -> JSONValue {
+    private func aria2(_ method: String, _ params: Parameters) async throws -> RPCValue {
         switch method {
         case "addUri":
             guard let uris = params.values.first?.arrayValue?.compactMap(\.stringValue), !uris.isEmpty else {
@@ -166,7 +166,7 @@ public struct Aria2RPC: Sendable {
                 throw Aria2Error("addMetalink takes a base64 Metalink document")
             }
             let options = try await daemon.addOptions(params.object(1))
-            return .array(try await daemon.addMetalink(document, options: options).map(JSONValue.string))
+            return .array(try await daemon.addMetalink(document, options: options).map(RPCValue.string))
         case "remove", "forceRemove":
             return .string(try await daemon.remove(try params.gid(0)))
         case "pause", "forcePause":
@@ -200,7 +200,7 @@ public struct Aria2RPC: Sendable {
             let list = await daemon.allStatuses().filter { wanted.contains($0.status) }
             return .array(Self.window(list, offset: offset, count: count).map { $0.json(keys: params.keys(2)) })
         case "getOption":
-            return .object((try await daemon.options(of: try params.gid(0))).mapValues(JSONValue.string))
+            return .object((try await daemon.options(of: try params.gid(0))).mapValues(RPCValue.string))
         case "changeOption":
             _ = try await daemon.status(gid: try params.gid(0))
             let options = params.object(1)
@@ -209,12 +209,12 @@ public struct Aria2RPC: Sendable {
             }
             return "OK"
         case "getGlobalOption":
-            return .object((await daemon.globalOptions()).mapValues(JSONValue.string))
+            return .object((await daemon.globalOptions()).mapValues(RPCValue.string))
         case "changeGlobalOption":
             try await daemon.changeGlobalOptions(params.object(0))
             return "OK"
         case "getGlobalStat":
-            return .object((await daemon.globalStat()).mapValues(JSONValue.string))
+            return .object((await daemon.globalStat()).mapValues(RPCValue.string))
         case "purgeDownloadResult":
             await daemon.purgeResults()
             return "OK"
@@ -245,7 +245,8 @@ public struct Aria2RPC: Sendable {
             return Array(list[offset..<min(list.count, offset + min(count, list.count))])
         }
         // -1 is the last; entries are returned in reverse order.
-        let start = list.count + max(offset, -list.count)
+        guard offset >= -list.count else { return [] }
+        let start = list.count + offset
         let end = max(-1, start - min(count, list.count))
         return stride(from: start, to: end, by: -1).map { list[$0] }
     }

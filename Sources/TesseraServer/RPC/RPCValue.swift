@@ -1,16 +1,17 @@
 import Foundation
 
-/// A JSON value, as JSON-RPC requests carry them and responses return them: a `Sendable`
+/// A JSON value, as JSON-RPC requests carry them and responses return them (integers kept
+/// exact, unlike `Tessera.JSONValue`, whose numbers are doubles): a `Sendable`
 /// stand-in for `Any`, decoded and encoded with Foundation's JSON coders.
-public enum JSONValue: Sendable, Hashable, Codable {
+public enum RPCValue: Sendable, Hashable, Codable {
     case null
     case bool(Bool)
     /// A number without a fraction that fits in 64 bits.
     case int(Int64)
     case double(Double)
     case string(String)
-    case array([JSONValue])
-    case object([String: JSONValue])
+    case array([RPCValue])
+    case object([String: RPCValue])
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
@@ -24,10 +25,10 @@ public enum JSONValue: Sendable, Hashable, Codable {
             self = .double(value)
         } else if let value = try? container.decode(String.self) {
             self = .string(value)
-        } else if let value = try? container.decode([JSONValue].self) {
+        } else if let value = try? container.decode([RPCValue].self) {
             self = .array(value)
         } else {
-            self = .object(try container.decode([String: JSONValue].self))
+            self = .object(try container.decode([String: RPCValue].self))
         }
     }
 
@@ -45,8 +46,8 @@ public enum JSONValue: Sendable, Hashable, Codable {
     }
 
     /// Parses a JSON document.
-    public static func parse(_ data: Data) throws -> JSONValue {
-        try JSONDecoder().decode(JSONValue.self, from: data)
+    public static func parse(_ data: Data) throws -> RPCValue {
+        try JSONDecoder().decode(RPCValue.self, from: data)
     }
 
     /// The compact encoding, keys sorted, slashes unescaped.
@@ -76,31 +77,31 @@ public enum JSONValue: Sendable, Hashable, Codable {
     }
 
     /// The array, when this is one.
-    public var arrayValue: [JSONValue]? {
+    public var arrayValue: [RPCValue]? {
         if case .array(let value) = self { return value }
         return nil
     }
 
     /// The object, when this is one.
-    public var objectValue: [String: JSONValue]? {
+    public var objectValue: [String: RPCValue]? {
         if case .object(let value) = self { return value }
         return nil
     }
 
     /// The member `key` of an object.
-    public subscript(key: String) -> JSONValue? {
+    public subscript(key: String) -> RPCValue? {
         objectValue?[key]
     }
 }
 
-extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
+extension RPCValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
     ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByNilLiteral
 {
     public init(stringLiteral value: String) { self = .string(value) }
     public init(integerLiteral value: Int64) { self = .int(value) }
     public init(booleanLiteral value: Bool) { self = .bool(value) }
-    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
-    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+    public init(arrayLiteral elements: RPCValue...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, RPCValue)...) {
         self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
     }
     public init(nilLiteral: ()) { self = .null }
