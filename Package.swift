@@ -105,8 +105,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
-            ],
-            resources: [.copy("Dashboard")]
+            ]
         ),
 
         // MARK: Entity plugins (see `plugins` above), and the expectations their tests share

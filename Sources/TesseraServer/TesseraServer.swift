@@ -91,9 +91,9 @@ public struct TesseraServer: Sendable {
             headers[.accessControlMaxAge] = "1728000"
             return Response(status: .ok, headers: headers)
         }
-        router.get("/") { _, _ in Self.asset("index.html", type: "text/html; charset=utf-8") }
-        router.get("/dashboard.js") { _, _ in Self.asset("dashboard.js", type: "text/javascript; charset=utf-8") }
-        router.get("/dashboard.css") { _, _ in Self.asset("dashboard.css", type: "text/css; charset=utf-8") }
+        router.get("/") { _, _ in Self.asset(DashboardAssets.html, type: "text/html; charset=utf-8") }
+        router.get("/dashboard.js") { _, _ in Self.asset(DashboardAssets.javascript, type: "text/javascript; charset=utf-8") }
+        router.get("/dashboard.css") { _, _ in Self.asset(DashboardAssets.css, type: "text/css; charset=utf-8") }
         router.get("/metrics") { _, _ -> Response in
             let text = await MetricsText.render(daemon: daemon)
             var headers = HTTPFields()
@@ -200,14 +200,12 @@ public struct TesseraServer: Sendable {
         return Response(status: status, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
     }
 
-    static func asset(_ name: String, type: String) -> Response {
-        guard let url = Bundle.module.url(forResource: "Dashboard/" + name, withExtension: nil),
-            let data = try? Data(contentsOf: url)
-        else { return Response(status: .notFound) }
+    static func asset(_ text: String, type: String) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = type
-        headers[.contentSecurityPolicy] = "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:"
-        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(bytes: data)))
+        headers[.contentSecurityPolicy] = "default-src 'self'; connect-src 'self'; img-src 'self' data:; frame-ancestors 'none'"
+        headers[.xContentTypeOptions] = "nosniff"
+        return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
     }
 
     // MARK: - WebSocket
