@@ -62,7 +62,7 @@ public enum DashboardAssets {
     progress { width: 8rem; height: .9rem; accent-color: var(--accent); }
     .state-completed, .state-complete { color: var(--ok); }
     .state-failed, .state-invalid { color: var(--bad); }
-    .files { font-family: ui-monospace, monospace; font-size: .8rem; word-break: break-all; }
+    .files { font-family: ui-monospace, monospace; font-size: .8rem; word-break: break-all; white-space: pre-line; }
     .empty { text-align: center; opacity: .7; }
     #message:empty { display: none; }
     #message.error { color: var(--bad); }
