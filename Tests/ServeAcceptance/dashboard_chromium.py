@@ -102,9 +102,12 @@ def main() -> int:
                 page.evaluate(f"document.getElementById('add-input').value = {json.dumps(uri)};"
                               "document.getElementById('add-form').requestSubmit(); true")
 
+            check("the secret opens the event stream", bool(eventually(
+                lambda: page.evaluate("document.getElementById('message').className") != "error", timeout=30)))
             add(f"{origin_url}/dash/demo/stream.mpd")
-            check("the form added the MPD", bool(eventually(
-                lambda: "Added" in (page.evaluate("document.getElementById('message').textContent") or ""), timeout=30)))
+            check("the form added the MPD: its row appears", bool(eventually(
+                lambda: page.evaluate("[...document.querySelectorAll('tr.task td:nth-child(2)')].some(td => td.textContent === 'dash')"),
+                timeout=30)))
             add(f"{origin_url}/bytes/2000000/dashboard-plain.bin")
             completed = eventually(
                 lambda: page.evaluate("document.querySelectorAll('tr.task[data-state=\"completed\"]').length") == 2, timeout=60)

@@ -208,7 +208,7 @@ public enum DashboardAssets {
       const url = "events" + (secret ? "?token=" + encodeURIComponent(secret) : "");
       source = new EventSource(url);
       source.onmessage = (m) => { try { apply(JSON.parse(m.data)); } catch (e) { /* one bad line */ } };
-      source.onopen = () => say("");
+      source.onopen = () => { if (document.getElementById("message").className === "error") say(""); };
       source.onerror = () => {
         fetch("api/tasks", { headers: authHeaders() }).then(r => {
           if (r.status === 401) { source.close(); say("Give the RPC secret to see and change the downloads.", true); }
