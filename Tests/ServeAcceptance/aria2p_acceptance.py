@@ -175,6 +175,24 @@ def drive(target: str, api: aria2p.API, origin: str, work: Path) -> Checks:
     except ClientException as error:
         checks.check("a wrong secret is refused", "Unauthorized" in str(error), str(error))
 
+    # aria2's notifications over the WebSocket /jsonrpc, recorded while the steps run.
+    notifications: list[tuple[str, str]] = []
+
+    def recorder(kind: str):
+        return lambda _api, gid: notifications.append((kind, gid))
+
+    api.listen_to_notifications(
+        threaded=True, on_download_start=recorder("start"), on_download_pause=recorder("pause"),
+        on_download_stop=recorder("stop"), on_download_complete=recorder("complete"), on_download_error=recorder("error"),
+        timeout=1, handle_signals=False)
+    try:
+        return drive_steps(target, api, origin, work, checks, notifications)
+    finally:
+        api.stop_listening()
+
+
+def drive_steps(target: str, api: aria2p.API, origin: str, work: Path, checks: Checks, notifications: list) -> Checks:
+    client = api.client
     # Add, status, pause, unpause, remove: a large file under the global rate limit.
     large = api.add_uris([f"{origin}/bytes/{LARGE}/large-acceptance.bin"])
     checks.check("addUri returns a 16-hex GID", re.fullmatch(r"[0-9a-f]{16}", large.gid) is not None, large.gid)
@@ -202,6 +220,10 @@ def drive(target: str, api: aria2p.API, origin: str, work: Path) -> Checks:
     path = Path(plain.files[0].path)
     checks.check("plain URL: the file is there, whole", path.is_file() and path.stat().st_size == PLAIN, str(path))
     checks.check("plain URL: totalLength", plain.total_length == PLAIN, str(plain.total_length))
+    checks.check("WebSocket: onDownloadStart and onDownloadPause for the large download", bool(eventually(
+        lambda: ("start", large.gid) in notifications and ("pause", large.gid) in notifications, timeout=10)), str(notifications))
+    checks.check("WebSocket: onDownloadComplete for the plain URL", bool(eventually(
+        lambda: ("complete", plain.gid) in notifications, timeout=10)), str(notifications))
 
     # A DASH MPD.
     mpd = api.add_uris([f"{origin}/dash/demo/stream.mpd"])
@@ -244,6 +266,27 @@ def drive(target: str, api: aria2p.API, origin: str, work: Path) -> Checks:
     return checks
 
 
+def restart_steps(tessera: str, origin: str, work: Path, checks: Checks) -> None:
+    """tessera only: a download survives a restart of the daemon under the same GID, and resumes."""
+    daemon, port = start_tessera(tessera, work)
+    try:
+        api = aria2p.API(aria2p.Client(host="http://127.0.0.1", port=port, secret=SECRET, timeout=30))
+        large = api.add_uris([f"{origin}/bytes/{LARGE}/large-restart.bin"])
+        checks.check("restart: the download makes progress", bool(eventually(
+            lambda: status(api, large.gid) == "active" and completed_length(api, large.gid) > 0, timeout=30)))
+    finally:
+        stop(daemon, "tessera (before the restart)", checks)
+    daemon, port = start_tessera(tessera, work)
+    try:
+        api = aria2p.API(aria2p.Client(host="http://127.0.0.1", port=port, secret=SECRET, timeout=30))
+        checks.check("restart: the same GID is known, and the download resumes", bool(eventually(
+            lambda: status(api, large.gid) == "active" and completed_length(api, large.gid) > 0, timeout=30)),
+            str(status(api, large.gid)))
+        checks.check("restart: remove", api.remove([api.get_download(large.gid)]) == [True])
+    finally:
+        stop(daemon, "tessera (after the restart)", checks)
+
+
 def stop(process: subprocess.Popen, name: str, checks: Checks | None) -> None:
     process.send_signal(signal.SIGTERM)
     try:
@@ -282,6 +325,11 @@ def main() -> int:
                     checks.check("the steps ran to the end", False, repr(error))
                 finally:
                     stop(daemon, target, checks if target == "tessera" else None)
+                if target == "tessera":
+                    try:
+                        restart_steps(args.tessera, origin_url, work, checks)
+                    except Exception as error:
+                        checks.check("the restart steps ran to the end", False, repr(error))
                 passed += checks.passed
                 failed += checks.failed
     finally:
