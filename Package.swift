@@ -158,7 +158,10 @@ let package = Package(
         // The daemon (`tessera serve`): the RPC without a network, then the HTTP server on 127.0.0.1.
         .testTarget(
             name: "TesseraServerTests",
-            dependencies: ["TesseraServer", "Tessera", "TesseraTesting", "DASHEntity", "MetalinkEntity"]
+            dependencies: [
+                "TesseraServer", "Tessera", "TesseraTesting", "DASHEntity", "MetalinkEntity",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "TesseraTestingTests",

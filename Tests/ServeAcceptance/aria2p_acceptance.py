@@ -287,7 +287,9 @@ def restart_steps(tessera: str, origin: str, work: Path, checks: Checks) -> None
         stop(daemon, "tessera (after the restart)", checks)
 
 
-def stop(process: subprocess.Popen, name: str, checks: Checks | None) -> None:
+def stop(process: subprocess.Popen, name: str, checks: Checks | None, events_url: str | None = None) -> None:
+    # With an event stream open (as a dashboard keeps one): SIGTERM still ends the daemon.
+    stream = urllib.request.urlopen(events_url, timeout=30) if events_url else None
     process.send_signal(signal.SIGTERM)
     try:
         code = process.wait(timeout=60)
@@ -295,8 +297,10 @@ def stop(process: subprocess.Popen, name: str, checks: Checks | None) -> None:
         process.kill()
         process.wait()
         code = None
+    if stream is not None:
+        stream.close()
     if checks is not None:
-        checks.check(f"{name} stops cleanly on SIGTERM", code == 0, f"exit status {code}")
+        checks.check(f"{name} stops cleanly on SIGTERM" + (" with /events open" if events_url else ""), code == 0, f"exit status {code}")
 
 
 def main() -> int:
@@ -324,7 +328,10 @@ def main() -> int:
                 except Exception as error:  # A crash of the steps is a failure, reported as such.
                     checks.check("the steps ran to the end", False, repr(error))
                 finally:
-                    stop(daemon, target, checks if target == "tessera" else None)
+                    if target == "tessera":
+                        stop(daemon, target, checks, events_url=f"http://127.0.0.1:{port}/events?token={SECRET}")
+                    else:
+                        stop(daemon, target, None)
                 if target == "tessera":
                     try:
                         restart_steps(args.tessera, origin_url, work, checks)
