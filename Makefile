@@ -26,7 +26,7 @@ CONFORMANCE_PACKAGES := aria2 python3 python3-venv
 all: build
 
 help:
-	@echo "make demo   download a handful of files from an embedded loopback origin"
+	@echo "make demo   download a handful of files from an embedded loopback origin (then try tessera serve)"
 	@echo "make test   build and run the test suite"
 	@echo "make bench  the engine against curl and aria2c; tessera get on DASH/HLS/Metalink against yt-dlp and aria2c"
 	@echo "make serve-check  tessera serve driven by aria2p (and the same script against aria2c --enable-rpc), its dashboard in headless Chromium"
@@ -73,6 +73,8 @@ demo: deps
 	$(call ensure_packages,$(MEDIA_PACKAGES))
 	$(SWIFT) build --product tessera
 	$$($(SWIFT) build --show-bin-path)/tessera demo
+	@echo "Next: the same downloads from a daemon that aria2's RPC clients (aria2p, AriaNg) drive, with a live dashboard:"
+	@echo "  $$($(SWIFT) build --show-bin-path)/tessera serve --rpc-secret SECRET    then open http://127.0.0.1:6800/ (README: The daemon)"
 
 # Two phases: everything in parallel, then the wall-clock measurements (suites named
 # ...TimingTests) one at a time, so neither the first phase nor each other can disturb them.

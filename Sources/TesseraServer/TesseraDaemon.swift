@@ -44,8 +44,6 @@ public actor TesseraDaemon {
         public var downloadRoot: String
         /// `--rpc-secret`; `nil` for none (every call is accepted).
         public var secret: String?
-        /// Whether RPC `dir` may leave ``downloadRoot`` (`--rpc-allow-any-dir`).
-        public var allowsAnyDirectory = false
         /// Where `aria2.addMetalink` documents are kept, so their tasks can fetch them again
         /// (`<state dir>/rpc-documents`).
         public var documentDirectory: String
@@ -165,10 +163,9 @@ public actor TesseraDaemon {
     }
 
     /// `dir` relative to the download root: an absolute path must be the root or inside it,
-    /// a relative one is taken from the root; `..` that would leave it is refused (unless
-    /// ``Configuration/allowsAnyDirectory``, where an outside directory is still refused:
-    /// Tessera keeps every output under its root, so the option only widens what is accepted
-    /// inside it).
+    /// a relative one is taken from the root; `..` that would leave it is refused, and so is a
+    /// component Tessera refuses as a file name (Tessera keeps every output under its root:
+    /// there is no option to allow more).
     public nonisolated func confine(directory: String) throws -> String {
         let root = URL(fileURLWithPath: configuration.downloadRoot).standardizedFileURL.path
         let candidate = directory.hasPrefix("/") ? directory : root + "/" + directory
