@@ -1,5 +1,6 @@
 import Foundation
 import Logging
+import NIOPosix
 import Tessera
 
 /// An error an RPC method answers with: aria2's `{"code": 1, "message": "..."}`.
@@ -220,11 +221,14 @@ public actor TesseraDaemon {
         guard !document.isEmpty else { throw Aria2Error("the Metalink document is empty") }
         let name = SHA256Hex.of(document) + ".meta4"
         let directory = configuration.documentDirectory
-        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        let path = directory + "/" + name
-        if !FileManager.default.fileExists(atPath: path) {
-            guard FileManager.default.createFile(atPath: path, contents: document) else {
-                throw Aria2Error("cannot keep the Metalink document in \(directory)")
+        // (File work off the cooperative pool.)
+        try await NIOThreadPool.singleton.runIfActive {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+            let path = directory + "/" + name
+            if !FileManager.default.fileExists(atPath: path) {
+                guard FileManager.default.createFile(atPath: path, contents: document) else {
+                    throw Aria2Error("cannot keep the Metalink document in \(directory)")
+                }
             }
         }
         let url = base + "/rpc-documents/" + name
@@ -257,12 +261,14 @@ public actor TesseraDaemon {
         }
     }
 
-    /// A document ``addMetalink(_:options:)`` kept, by its name (`<sha256>.meta4`).
-    public nonisolated func document(named name: String) -> Data? {
+    /// A document ``addMetalink(_:options:)`` kept, by its name (`<sha256>.meta4`), read off
+    /// the cooperative pool; `nil` for any other name.
+    public nonisolated func document(named name: String) async -> Data? {
         guard name.hasSuffix(".meta4"), name.utf8.count == 64 + 6,
             name.utf8.dropLast(6).allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
         else { return nil }
-        return FileManager.default.contents(atPath: configuration.documentDirectory + "/" + name)
+        let path = configuration.documentDirectory + "/" + name
+        return try? await NIOThreadPool.singleton.runIfActive { FileManager.default.contents(atPath: path) }
     }
 
     private func add(_ entities: [DownloadBaseEntity], options: AddOptions, uris: [String]) async throws -> [DownloadTaskInfo] {
@@ -330,22 +336,44 @@ public actor TesseraDaemon {
         return []
     }
 
-    /// The aria2 status of a task.
+    /// The aria2 status of a task (complete outputs of unknown size as ``measureOutputs(of:)``
+    /// found them).
     public func status(of info: DownloadTaskInfo) -> Aria2Mapping.Status {
         Aria2Mapping.status(
             of: info, dir: directory(of: info), uris: uris(of: info), connections: info.state.isRunning ? 1 : 0,
-            sizeOnDisk: { path in
+            sizeOnDisk: { path in self.measuredSizes[path] })
+    }
+
+    /// Sizes of complete outputs whose manifest gave none (DASH, HLS), measured once.
+    private var measuredSizes: [String: Int64] = [:]
+
+    /// Measures, off the cooperative pool, the complete outputs of `infos` whose size the
+    /// manifest did not give and that were not measured yet.
+    func measureOutputs(of infos: [DownloadTaskInfo]) async {
+        let paths = infos.flatMap { info in
+            info.outputs.filter { $0.isComplete && $0.expectedSize == nil && measuredSizes[$0.path] == nil }.map(\.path)
+        }
+        guard !paths.isEmpty else { return }
+        let sizes = (try? await NIOThreadPool.singleton.runIfActive {
+            paths.compactMap { path -> (String, Int64)? in
                 var status = stat()
-                return stat(path, &status) == 0 && status.st_mode & S_IFMT == S_IFREG ? Int64(status.st_size) : nil
-            })
+                guard stat(path, &status) == 0, status.st_mode & S_IFMT == S_IFREG else { return nil }
+                return (path, Int64(status.st_size))
+            }
+        }) ?? []
+        for (path, size) in sizes { measuredSizes[path] = size }
     }
 
     /// The aria2 status of what `gid` names (a task, a group, or a removed download).
     public func status(gid: String) async throws -> Aria2Mapping.Status {
         if let entry = removed.first(where: { $0.gid == gid }) { return entry.status }
         switch try await target(gid) {
-        case .task(let info): return status(of: info)
-        case .group(let group): return Aria2Mapping.status(of: group, dir: configuration.downloadRoot)
+        case .task(let info):
+            await measureOutputs(of: [info])
+            return status(of: info)
+        case .group(let group):
+            await measureOutputs(of: group.children)
+            return Aria2Mapping.status(of: group, dir: configuration.downloadRoot, sizeOnDisk: { self.measuredSizes[$0] })
         }
     }
 
@@ -356,7 +384,10 @@ public actor TesseraDaemon {
         let groups = await manager.checkAllGroups()
         for info in tasks { taskByGID[Aria2GID.of(info.id)] = info.id }
         for group in groups { groupByGID[Aria2GID.of(group: group.key)] = group.key }
-        return tasks.map(status(of:)) + groups.map { Aria2Mapping.status(of: $0, dir: configuration.downloadRoot) } + removed.map(\.status)
+        await measureOutputs(of: tasks)
+        return tasks.map(status(of:))
+            + groups.map { Aria2Mapping.status(of: $0, dir: configuration.downloadRoot, sizeOnDisk: { self.measuredSizes[$0] }) }
+            + removed.map(\.status)
     }
 
     // MARK: - Commands

@@ -101,7 +101,7 @@ public struct TesseraServer: Sendable {
             return Response(status: .ok, headers: headers, body: .init(byteBuffer: ByteBuffer(string: text)))
         }
         router.get("/rpc-documents/{name}") { _, context -> Response in
-            guard let name = context.parameters.get("name"), let data = daemon.document(named: name) else {
+            guard let name = context.parameters.get("name"), let data = await daemon.document(named: name) else {
                 return Response(status: .notFound)
             }
             var headers = HTTPFields()

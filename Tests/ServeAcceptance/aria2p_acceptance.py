@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -31,6 +32,7 @@ from pathlib import Path
 
 import aria2p
 import requests
+import websocket
 from aria2p import ClientException
 
 aria2p_connection_errors = requests.exceptions.RequestException
@@ -174,6 +176,25 @@ def drive(target: str, api: aria2p.API, origin: str, work: Path) -> Checks:
         checks.check("a wrong secret is refused", False, "the call went through")
     except ClientException as error:
         checks.check("a wrong secret is refused", "Unauthorized" in str(error), str(error))
+
+    # A call over the WebSocket /jsonrpc (where the notifications come from too).
+    socket_ = websocket.create_connection(f"ws://127.0.0.1:{client.port}/jsonrpc", timeout=10, suppress_origin=True)
+    try:
+        socket_.send(json.dumps({"jsonrpc": "2.0", "id": "ws", "method": "aria2.getGlobalStat", "params": [f"token:{SECRET}"]}))
+        answer = {}
+        for _ in range(50):
+            answer = json.loads(socket_.recv())
+            if answer.get("id") == "ws":
+                break
+        checks.check("getGlobalStat over the WebSocket", "numActive" in answer.get("result", {}), str(answer))
+        socket_.send(json.dumps({"jsonrpc": "2.0", "id": "ws2", "method": "aria2.getGlobalStat", "params": ["token:wrong"]}))
+        for _ in range(50):
+            answer = json.loads(socket_.recv())
+            if answer.get("id") == "ws2":
+                break
+        checks.check("a wrong secret is refused over the WebSocket", answer.get("error", {}).get("message") == "Unauthorized", str(answer))
+    finally:
+        socket_.close()
 
     # aria2's notifications over the WebSocket /jsonrpc, recorded while the steps run.
     notifications: list[tuple[str, str]] = []

@@ -197,14 +197,14 @@ public enum Aria2Mapping {
     }
 
     /// The status of a group: its roll-up, its children's files, and their GIDs as `followedBy`.
-    public static func status(of group: DownloadGroupInfo, dir: String) -> Status {
+    public static func status(of group: DownloadGroupInfo, dir: String, sizeOnDisk: (String) -> Int64? = { _ in nil }) -> Status {
         let children = group.children
         return Status(
             gid: Aria2GID.of(group: group.key), status: status(of: group.state), totalLength: max(0, group.rollUp.bytesTotal ?? 0),
             completedLength: max(0, group.rollUp.bytesDone),
             downloadSpeed: group.rollUp.bytesPerSecond.isFinite ? Int64(max(0, min(group.rollUp.bytesPerSecond, 1e15))) : 0,
             connections: 0, dir: dir,
-            files: children.flatMap { files(of: $0, uris: []) },
+            files: children.flatMap { files(of: $0, uris: [], sizeOnDisk: sizeOnDisk) },
             errorCode: group.state == .completed ? 0 : group.state == .failed ? (children.compactMap(errorCode(of:)).first { $0 != 0 } ?? 1) : nil,
             errorMessage: group.state == .failed ? children.compactMap(\.error).first.map { UntrustedText.printable($0.message, limit: 500) } : nil,
             followedBy: children.map { Aria2GID.of($0.id) }, tesseraID: "group:" + group.key, plugin: group.groupType, title: group.title)
