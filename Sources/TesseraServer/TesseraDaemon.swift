@@ -3,35 +3,6 @@ import Logging
 import NIOPosix
 import Tessera
 
-/// An error an RPC method answers with: aria2's `{"code": 1, "message": "..."}`.
-public struct Aria2Error: Error, Sendable, Equatable {
-    /// aria2 uses 1 for every failure of a method, and JSON-RPC's negative codes for malformed
-    /// requests.
-    public var code: Int
-    /// The message; text from the network in it has passed ``UntrustedText``.
-    public var message: String
-
-    /// Creates an error.
-    public init(code: Int = 1, _ message: String) {
-        self.code = code
-        self.message = message
-    }
-
-    /// `Unauthorized`: a missing or wrong `token:SECRET`.
-    public static let unauthorized = Aria2Error("Unauthorized")
-
-    /// The request is no JSON: JSON-RPC's parse error.
-    public static let parseError = Aria2Error(code: -32700, "Parse error.")
-
-    /// The request is JSON but no JSON-RPC request.
-    public static let invalidRequest = Aria2Error(code: -32600, "Invalid Request.")
-
-    /// aria2's answer for a GID it does not know.
-    static func notFound(_ gid: String) -> Aria2Error {
-        Aria2Error("GID \(UntrustedText.printable(gid, limit: 40)) is not found")
-    }
-}
-
 /// The download daemon behind `tessera serve`: a ``DownloadTaskManager`` with what aria2's RPC
 /// and the native API need around it (GIDs, removed results, options, metrics).
 ///
@@ -554,20 +525,5 @@ public actor TesseraDaemon {
             "downloadSpeed": String(speed), "uploadSpeed": "0", "numActive": String(active.count),
             "numWaiting": String(waiting.count), "numStopped": String(stopped), "numStoppedTotal": String(stopped),
         ]
-    }
-}
-
-/// aria2's sizes: digits with an optional `K` or `M` (1024-based).
-enum Aria2Size {
-    static func parse(_ text: String) -> Int64? {
-        var digits = text.trimmingCharacters(in: .whitespaces)
-        var factor: Int64 = 1
-        if let last = digits.last?.uppercased() {
-            if last == "K" { factor = 1024 } else if last == "M" { factor = 1024 * 1024 } else if last == "G" { factor = 1024 * 1024 * 1024 }
-            if factor > 1 { digits.removeLast() }
-        }
-        guard !digits.isEmpty, digits.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let value = Int64(digits) else { return nil }
-        let (product, overflow) = value.multipliedReportingOverflow(by: factor)
-        return overflow ? nil : product
     }
 }

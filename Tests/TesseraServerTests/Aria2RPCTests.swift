@@ -168,3 +168,16 @@ import TesseraTesting
         }
     }
 }
+
+extension Aria2RPCTests {
+    @Test func pauseTrueAddsWithoutQueueingUntilUnpaused() async throws {
+        try await ServeHarness.with { harness in
+            let url = harness.origin.url(LoopbackOrigin.generatedPath(size: 4000, name: "later.bin")).absoluteString
+            let gid = try #require(await harness.result("aria2.addUri", [[.string(url)], ["pause": "true"]])?.stringValue)
+            #expect(await harness.field(gid, "status") == "paused")
+            #expect(await consistently(for: .milliseconds(200)) { harness.origin.totalRequests == 0 })
+            #expect(await harness.result("aria2.unpauseAll") == "OK")
+            #expect(await harness.waitForStatus(gid, "complete"))
+        }
+    }
+}
