@@ -1,9 +1,26 @@
 import Foundation
 import Tessera
 
-/// The objects of `tessera get --json` (docs/json-events.md), as the daemon's `/events` stream
-/// sends them: one per ``DownloadEvent``.
+/// The objects of `tessera get --json` (docs/json-events.md), one per ``DownloadEvent``: the one
+/// encoding of both the command line's JSON lines and the daemon's `/events` stream, which adds
+/// ``serveKeys`` (`tessera get --json` leaves them out with ``commandLineObject(for:)``).
 public enum EventJSON {
+    /// The keys `/events` and `/api/tasks` add for the dashboard and aria2's clients: a task's
+    /// `gid`, `plugin`, `files` and `groupGID`, a group's `gid` and `groupType`.
+    public static let serveKeys: Set<String> = ["gid", "plugin", "files", "groupGID", "groupType"]
+
+    /// The object of `tessera get --json`: ``object(for:)`` without ``serveKeys``.
+    public static func commandLineObject(for event: DownloadEvent) -> RPCValue {
+        guard case .object(let members) = object(for: event) else { return object(for: event) }
+        return .object(members.filter { !serveKeys.contains($0.key) })
+    }
+
+    /// The `error` object of an event or summary line: `code`, `message`, and `url` and
+    /// `httpStatus` when known.
+    public static func error(_ error: DownloadError) -> RPCValue {
+        .object(errorFields(error))
+    }
+
     /// The object for an event.
     public static func object(for event: DownloadEvent) -> RPCValue {
         switch event {

@@ -159,3 +159,20 @@ import Testing
         }
     }
 }
+
+extension Aria2MappingTests {
+    @Test func theCommandLineObjectIsTheStreamsWithoutTheServeKeys() {
+        let running = info(state: .downloading, done: 3, total: 9, outputs: [])
+        let stream = EventJSON.object(for: .taskProgress(running)).objectValue ?? [:]
+        let line = EventJSON.commandLineObject(for: .taskProgress(running)).objectValue ?? [:]
+        #expect(Set(stream.keys).subtracting(line.keys) == ["gid", "plugin", "files", "groupGID"])
+        #expect(line.keys.sorted() == [
+            "bytesDone", "bytesPerSecond", "bytesTotal", "group", "id", "mode", "segmentsDone", "segmentsTotal", "state", "title", "type",
+        ])
+        #expect(line.allSatisfy { stream[$0.key] == $0.value })
+        // What JSONSerialization gets (the command line writes with it).
+        let foundation = EventJSON.commandLineObject(for: .taskProgress(running)).foundationObject as? [String: Any]
+        #expect(foundation?["bytesDone"] as? Int64 == 3)
+        #expect(foundation?["type"] as? String == "task_progress")
+    }
+}

@@ -88,6 +88,20 @@ public enum RPCValue: Sendable, Hashable, Codable {
         return nil
     }
 
+    /// The value as Foundation's JSON objects (`NSNull`, `Bool`, `Int64`, `Double`, `String`,
+    /// arrays, dictionaries), for `JSONSerialization`.
+    public var foundationObject: Any {
+        switch self {
+        case .null: NSNull()
+        case .bool(let value): value
+        case .int(let value): value
+        case .double(let value): value
+        case .string(let value): value
+        case .array(let values): values.map(\.foundationObject)
+        case .object(let members): members.mapValues(\.foundationObject)
+        }
+    }
+
     /// The member `key` of an object.
     public subscript(key: String) -> RPCValue? {
         objectValue?[key]
