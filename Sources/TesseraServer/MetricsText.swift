@@ -12,13 +12,13 @@ public enum MetricsText {
         let cache = daemon.manager.cache
         return render(
             tasks: tasks, groups: groups, engine: engine, counters: counters,
-            cache: cache.map { (entries: $0.entryCount, bytes: $0.totalBytes) })
+            cache: cache.map { (entries: $0.entryCount, bytes: $0.totalBytes, hits: $0.lookupCounts.hits, misses: $0.lookupCounts.misses) })
     }
 
     /// The exposition for the given values (tested without a daemon).
     public static func render(
         tasks: [DownloadTaskInfo], groups: [DownloadGroupInfo], engine: CurlEngine.Statistics, counters: DaemonMetrics.Snapshot,
-        cache: (entries: Int, bytes: Int64)?
+        cache: (entries: Int, bytes: Int64, hits: Int, misses: Int)?
     ) -> String {
         var text = ""
         func family(_ name: String, _ type: String, _ help: String, _ samples: [(labels: String, value: String)]) {
@@ -49,6 +49,8 @@ public enum MetricsText {
         if let cache {
             family("tessera_cache_entries", "gauge", "Segments in the segment cache.", [("", String(cache.entries))])
             family("tessera_cache_bytes", "gauge", "Bytes in the segment cache.", [("", String(cache.bytes))])
+            family("tessera_cache_hits_total", "counter", "Segments taken from the cache (verified).", [("", String(cache.hits))])
+            family("tessera_cache_misses_total", "counter", "Cache lookups that found no usable entry.", [("", String(cache.misses))])
         }
         return text
     }

@@ -145,13 +145,14 @@ import Testing
             groups: [], engine: CurlEngine.Statistics(activeTransfers: 1, queuedTransfers: 0, finishedTransfers: 7, bytesReceived: 99),
             counters: DaemonMetrics.Snapshot(
                 added: 2, removedByRPC: 0, completed: 1, failures: ["httpStatus": 1], retried: [:], bytesDone: 6),
-            cache: (entries: 3, bytes: 300))
+            cache: (entries: 3, bytes: 300, hits: 4, misses: 1))
         #expect(text.contains("# TYPE tessera_tasks gauge\n"))
         #expect(text.contains("tessera_tasks{state=\"completed\"} 1\n"))
         #expect(text.contains("tessera_tasks{state=\"failed\"} 1\n"))
         #expect(text.contains("tessera_transfers_total 7\n"))
         #expect(text.contains("tessera_task_failures_total{code=\"httpStatus\"} 1\n"))
         #expect(text.contains("tessera_cache_entries 3\n"))
+        #expect(text.contains("tessera_cache_hits_total 4\n"))
         #expect(text.contains("tessera_downloaded_bytes_total 6\n"))
         // Every sample line is `name{labels} value` or `name value`.
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {
