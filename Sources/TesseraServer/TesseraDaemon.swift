@@ -417,7 +417,8 @@ public actor TesseraDaemon {
             snapshot.errorMessage = nil
             snapshot.downloadSpeed = 0
             snapshot.connections = 0
-            removed.append((gid, snapshot))
+            keepRemoved(gid, snapshot)
+            forget(info.id)
             metrics.removedByRPC()
         case .group(let group):
             var snapshot = Aria2Mapping.status(of: group, dir: configuration.downloadRoot)
@@ -427,14 +428,32 @@ public actor TesseraDaemon {
                 childStatus.status = "removed"
                 childStatus.errorCode = 31
                 childStatus.downloadSpeed = 0
-                removed.append((childStatus.gid, childStatus))
+                keepRemoved(childStatus.gid, childStatus)
+                forget(child.id)
             }
             snapshot.status = "removed"
             snapshot.errorCode = 31
             snapshot.downloadSpeed = 0
-            removed.append((gid, snapshot))
+            keepRemoved(gid, snapshot)
         }
         return gid
+    }
+
+    /// aria2 keeps at most `max-download-result` (1000) stopped results; so does the daemon
+    /// for removed ones (the oldest go first).
+    static let maxRemovedResults = 1000
+
+    private func keepRemoved(_ gid: String, _ status: Aria2Mapping.Status) {
+        removed.removeAll { $0.gid == gid }
+        removed.append((gid, status))
+        if removed.count > Self.maxRemovedResults { removed.removeFirst(removed.count - Self.maxRemovedResults) }
+    }
+
+    /// Drops what the daemon remembered of a task that is gone.
+    private func forget(_ id: DownloadTaskID) {
+        inputs[id] = nil
+        directories[id] = nil
+        taskByGID[Aria2GID.of(id)] = nil
     }
 
     /// `aria2.removeDownloadResult`: forgets a stopped download (complete, error or removed); a
@@ -448,11 +467,15 @@ public actor TesseraDaemon {
         case .task(let info):
             guard info.state.isFinal else { throw Aria2Error("Could not remove download result of GID \(gid)") }
             await manager.remove(info.id, deletingFiles: false)
+            forget(info.id)
         case .group(let group):
             guard group.state == .completed || group.state == .failed else {
                 throw Aria2Error("Could not remove download result of GID \(gid)")
             }
-            for child in group.children where child.state.isFinal { await manager.remove(child.id, deletingFiles: false) }
+            for child in group.children where child.state.isFinal {
+                await manager.remove(child.id, deletingFiles: false)
+                forget(child.id)
+            }
         }
     }
 
@@ -461,6 +484,7 @@ public actor TesseraDaemon {
         removed.removeAll()
         for info in await manager.checkAll() where info.state.isFinal {
             await manager.remove(info.id, deletingFiles: false)
+            forget(info.id)
         }
     }
 
