@@ -53,7 +53,10 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup var network: NetworkOptions
     @OptionGroup var state: StateOptions
-    @OptionGroup var output: DisplayOptions
+    @Flag(name: .shortAndLong, help: "More on standard error: -v what the manager and the server decide, -vv every transfer.")
+    var verbose: Int
+
+    var logLevel: Logger.Level { verbose >= 2 ? .debug : verbose == 1 ? .info : .warning }
 
     func validate() throws {
         guard (0...65535).contains(port) else { throw ValidationError("--rpc-listen-port takes 0 to 65535") }
@@ -70,7 +73,7 @@ struct ServeCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        TerminalLogHandler.level.withLock { $0 = output.logLevel }
+        TerminalLogHandler.level.withLock { $0 = logLevel }
         let arguments = try parsedPluginArguments()
         var formatSelector: FormatSelector?
         if let format {
@@ -118,7 +121,7 @@ struct ServeCommand: AsyncParsableCommand {
         serverConfiguration.port = port
         serverConfiguration.maxBodySize = Int(ByteCount.parse(maxRequestSize) ?? 4 << 20)
         var logger = Logger(label: "tessera.serve")
-        logger.logLevel = output.logLevel
+        logger.logLevel = logLevel
         let server = TesseraServer(daemon: daemon, configuration: serverConfiguration, logger: logger)
         let restored = report.restored.count
         let host = serverConfiguration.host
@@ -131,7 +134,8 @@ struct ServeCommand: AsyncParsableCommand {
                         + (authenticated ? "" : "; no --rpc-secret: every caller may act"))
             }
         } catch {
-            Terminal.err("tessera: the server stopped: \(describe(error))")
+            let reason = "\(error)".contains("Address already in use") ? "the port is in use (another aria2c or tessera serve?)" : describe(error)
+            Terminal.err("tessera: cannot serve on \(host):\(port): \(reason)")
             await session.close()
             await daemon.shutdown()
             throw ExitCode(1)
