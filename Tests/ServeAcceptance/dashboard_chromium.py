@@ -78,7 +78,7 @@ def main() -> int:
         debug_port = free_port()
         browser = subprocess.Popen(
             [args.chromium, "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--no-proxy-server",
-             f"--remote-debugging-port={debug_port}", f"--user-data-dir={work / 'chromium'}", "--window-size=1280,720",
+             f"--remote-debugging-port={debug_port}", f"--user-data-dir={work / 'chromium'}", "--window-size=1280,800",
              "about:blank"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=loopback_env())
         try:
@@ -115,8 +115,17 @@ def main() -> int:
                   str(page.evaluate("[...document.querySelectorAll('tr')].map(r => r.dataset.state)")))
             plugins = page.evaluate("[...document.querySelectorAll('tr.task td:nth-child(2)')].map(td => td.textContent).sort()")
             check("the rows name their plugins", plugins == ["dash", "direct"], str(plugins))
-            files = page.evaluate("document.querySelector('tr.task .files').textContent")
-            check("the rows list their files", "/" in (files or ""), str(files))
+            check("the rows list their files, relative to the download root", bool(eventually(
+                lambda: page.evaluate("[...document.querySelectorAll('tr.task .files')].map(td => td.textContent).sort()")
+                == ["dashboard-plain.bin", "stream/v720.mp4\nstream/a128.m4a"], timeout=10)),
+                str(page.evaluate("[...document.querySelectorAll('tr.task .files')].map(td => td.textContent).sort()")))
+
+            # A Metalink URL: a group row, its files as rows under it.
+            add(f"{origin_url}/metalink/release.meta4")
+            check("a Metalink is a group row that completes, its tasks under it", bool(eventually(
+                lambda: page.evaluate("document.querySelector('tr.group')?.dataset.state") == "completed"
+                and page.evaluate("document.querySelectorAll('tr.child').length") >= 2, timeout=60)),
+                str(page.evaluate("[...document.querySelectorAll('tr')].map(r => r.className + ':' + r.dataset.state)")))
 
             # A slow download (the daemon's global limit is 4M/s): pause it, then remove it, with the row's buttons.
             add(f"{origin_url}/bytes/{1 << 30}/dashboard-large.bin")
@@ -128,7 +137,11 @@ def main() -> int:
             page.evaluate(f"[...{row}.querySelectorAll('button')].find(b => b.textContent === 'Resume').click(); true")
             check("Resume resumes it", bool(eventually(
                 lambda: page.evaluate(f"{row}?.dataset.state") in ("downloading", "waiting", "resolving"), timeout=30)))
-            shot = page.send("Page.captureScreenshot", {"format": "png"})
+            check("after resuming it shows its bytes and speed again", bool(eventually(
+                lambda: page.evaluate(f"{row}?.children[4].textContent.endsWith('/s') && !{row}.children[3].textContent.trim().startsWith('0 B')"),
+                timeout=30)))
+            page.evaluate("document.getElementById('message').textContent = ''; true")
+            shot = page.send("Page.captureScreenshot", {"format": "png", "captureBeyondViewport": True})
             Path(args.screenshot).write_bytes(base64.b64decode(shot["data"]))
             check("the screenshot is saved", Path(args.screenshot).stat().st_size > 10_000, args.screenshot)
             page.evaluate(f"[...{row}.querySelectorAll('button')].find(b => b.textContent === 'Remove').click(); true")

@@ -62,7 +62,8 @@ public enum DashboardAssets {
     progress { width: 8rem; height: .9rem; accent-color: var(--accent); }
     .state-completed, .state-complete { color: var(--ok); }
     .state-failed, .state-invalid { color: var(--bad); }
-    .files { font-family: ui-monospace, monospace; font-size: .8rem; word-break: break-all; white-space: pre-line; }
+    .files { font-family: ui-monospace, monospace; font-size: .8rem; overflow-wrap: anywhere; white-space: pre-line; min-width: 12rem; }
+    td:first-child { max-width: 20rem; overflow-wrap: anywhere; }
     .empty { text-align: center; opacity: .7; }
     #message:empty { display: none; }
     #message.error { color: var(--bad); }
@@ -75,6 +76,7 @@ public enum DashboardAssets {
     const groups = new Map();  // key -> group object
     let secret = sessionStorage.getItem("tessera-secret") || "";
     let source = null;
+    let root = "";  // the download root (aria2's global dir): files are shown relative to it
     let scheduled = false;
 
     function bytes(n) {
@@ -149,7 +151,8 @@ public enum DashboardAssets {
       progressCell(row, t.bytesDone, t.bytesTotal, t.title);
       cell(row, t.bytesPerSecond > 0 ? bytes(t.bytesPerSecond) + "/s" : "");
       cell(row, eta(t.etaSeconds));
-      cell(row, (t.files || []).join("\n"), "files");
+      const files = cell(row, (t.files || []).map(f => root && f.startsWith(root + "/") ? f.slice(root.length + 1) : f).join("\n"), "files");
+      files.title = (t.files || []).join("\n");
       actions(row, t.gid, t.state, t.title);
       return row;
     }
@@ -159,7 +162,7 @@ public enum DashboardAssets {
       row.dataset.key = g.key;
       row.dataset.state = g.state;
       cell(row, g.title + " (" + g.childCount + " tasks)");
-      cell(row, g.groupType || "");
+      cell(row, "group");
       cell(row, g.state, "state-" + g.state);
       progressCell(row, g.bytesDone, g.bytesTotal, g.title);
       cell(row, g.bytesPerSecond > 0 ? bytes(g.bytesPerSecond) + "/s" : "");
@@ -208,7 +211,10 @@ public enum DashboardAssets {
       const url = "events" + (secret ? "?token=" + encodeURIComponent(secret) : "");
       source = new EventSource(url);
       source.onmessage = (m) => { try { apply(JSON.parse(m.data)); } catch (e) { /* one bad line */ } };
-      source.onopen = () => { if (document.getElementById("message").className === "error") say(""); };
+      source.onopen = () => {
+        if (document.getElementById("message").className === "error") say("");
+        rpc("aria2.getGlobalOption", []).then(o => { root = o.dir || ""; schedule(); }).catch(() => {});
+      };
       source.onerror = () => {
         fetch("api/tasks", { headers: authHeaders() }).then(r => {
           if (r.status === 401) { source.close(); say("Give the RPC secret to see and change the downloads.", true); }
