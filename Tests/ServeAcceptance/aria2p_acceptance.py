@@ -2,10 +2,12 @@
 """Drives a download daemon with aria2p, a client nobody here wrote: `tessera serve`, and (with
 --target aria2c or both) aria2c --enable-rpc, through the same steps.
 
-Steps: getVersion; add a large URL (under a global rate limit), see it active, pause it, unpause
-it, remove it; complete a plain URL, a DASH MPD and a Metalink (addMetalink); check files on
-disk; getGlobalStat and tellStopped; changeGlobalOption. Everything is served by
-`tessera demo --serve` on 127.0.0.1; nothing leaves the machine.
+Steps: getVersion (and a wrong secret refused), a call over the WebSocket; add a large URL (under
+a global rate limit), see it active, pause it, unpause it, remove it; complete a plain URL, a DASH
+MPD and a Metalink (addMetalink); check files on disk; the WebSocket notifications seen through
+aria2p's listener; getGlobalStat, tellStopped, changeGlobalOption, purgeDownloadResult. For
+tessera also: SIGTERM with /events open ends it cleanly, and a download survives a restart under
+its GID. Everything is served by `tessera demo --serve` on 127.0.0.1; nothing leaves the machine.
 
 aria2c does not know DASH: for it the MPD is an ordinary URL and the step checks that the document
 itself was downloaded (the note in the output says so).
