@@ -23,6 +23,9 @@ public actor TesseraDaemon {
         public var maxBatch = 100
         /// What ``globalOptions()`` reports besides the live values (aria2's spelling).
         public var reportedOptions: [String: String] = [:]
+        /// What `aria2.shutdown` and `aria2.forceShutdown` do (the command stops the process as
+        /// SIGTERM does); `nil` refuses them.
+        public var shutdownRequest: (@Sendable () -> Void)?
 
         /// Creates a configuration.
         public init(downloadRoot: String, secret: String? = nil, documentDirectory: String) {
@@ -486,6 +489,12 @@ public actor TesseraDaemon {
             await manager.remove(info.id, deletingFiles: false)
             forget(info.id)
         }
+    }
+
+    /// `aria2.shutdown`: asks the owner to stop (after this answer is sent), when it allows it.
+    public func requestShutdown() throws {
+        guard let request = configuration.shutdownRequest else { throw Aria2Error("this daemon cannot be shut down over RPC") }
+        request()
     }
 
     /// `aria2.saveSession`: the store holds the session; this writes what it has not been told.

@@ -306,8 +306,15 @@ def restart_steps(tessera: str, origin: str, work: Path, checks: Checks) -> None
             lambda: status(api, large.gid) == "active" and completed_length(api, large.gid) > 0, timeout=30)),
             str(status(api, large.gid)))
         checks.check("restart: remove", api.remove([api.get_download(large.gid)]) == [True])
+        checks.check("aria2.shutdown answers OK", api.client.shutdown() == "OK")
+        try:
+            code = daemon.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            code = None
+        checks.check("aria2.shutdown stops the daemon cleanly", code == 0, f"exit status {code}")
     finally:
-        stop(daemon, "tessera (after the restart)", checks)
+        if daemon.poll() is None:
+            stop(daemon, "tessera (after the restart)", checks)
 
 
 def stop(process: subprocess.Popen, name: str, checks: Checks | None, events_url: str | None = None) -> None:

@@ -170,6 +170,12 @@ import TesseraTesting
 }
 
 extension Aria2RPCTests {
+    @Test func shutdownIsRefusedUnlessTheOwnerAllowsIt() async throws {
+        try await ServeHarness.with { harness in
+            #expect(await harness.call("aria2.shutdown")["error"]?["message"] == "this daemon cannot be shut down over RPC")
+        }
+    }
+
     @Test func pauseTrueAddsWithoutQueueingUntilUnpaused() async throws {
         try await ServeHarness.with { harness in
             let url = harness.origin.url(LoopbackOrigin.generatedPath(size: 4000, name: "later.bin")).absoluteString

@@ -25,7 +25,7 @@ public struct Aria2RPC: Sendable {
         "aria2.getFiles", "aria2.getPeers", "aria2.getServers", "aria2.tellActive", "aria2.tellWaiting", "aria2.tellStopped",
         "aria2.getOption", "aria2.changeOption", "aria2.getGlobalOption", "aria2.changeGlobalOption", "aria2.getGlobalStat",
         "aria2.purgeDownloadResult", "aria2.removeDownloadResult", "aria2.getVersion", "aria2.getSessionInfo",
-        "aria2.saveSession", "system.multicall", "system.listMethods", "system.listNotifications",
+        "aria2.saveSession", "aria2.shutdown", "aria2.forceShutdown", "system.multicall", "system.listMethods", "system.listNotifications",
     ]
 
     /// The notifications the WebSocket sends.
@@ -228,6 +228,9 @@ public struct Aria2RPC: Sendable {
             ]
         case "getSessionInfo":
             return ["sessionId": .string(daemon.sessionID)]
+        case "shutdown", "forceShutdown":
+            try await daemon.requestShutdown()
+            return "OK"
         case "saveSession":
             await daemon.saveSession()
             return "OK"

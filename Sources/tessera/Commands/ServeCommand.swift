@@ -112,6 +112,8 @@ struct ServeCommand: AsyncParsableCommand {
             "rpc-listen-port": String(port), "rpc-listen-all": listenAll ? "true" : "false",
             "max-connection-per-server": String(connectionsPerFile), "split": String(connectionsPerFile),
         ]
+        // aria2.shutdown stops the daemon as SIGTERM does (the server's handler takes it).
+        daemonConfiguration.shutdownRequest = { kill(getpid(), SIGTERM) }
         let daemon = TesseraDaemon(manager: session.manager, configuration: daemonConfiguration) { input, directory in
             try await resolver.entities(for: input, destinationDirectory: directory)
         }
