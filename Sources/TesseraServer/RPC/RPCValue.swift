@@ -4,15 +4,22 @@ import Foundation
 /// exact, unlike `Tessera.JSONValue`, whose numbers are doubles): a `Sendable`
 /// stand-in for `Any`, decoded and encoded with Foundation's JSON coders.
 public enum RPCValue: Sendable, Hashable, Codable {
+    /// `null`.
     case null
+    /// `true` or `false`.
     case bool(Bool)
     /// A number without a fraction that fits in 64 bits.
     case int(Int64)
+    /// Any other number (a non-finite one is encoded as 0).
     case double(Double)
+    /// A string.
     case string(String)
+    /// An array.
     case array([RPCValue])
+    /// An object.
     case object([String: RPCValue])
 
+    /// Decodes any JSON value (integers that fit in 64 bits as ``int(_:)``).
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if container.decodeNil() {
@@ -32,6 +39,7 @@ public enum RPCValue: Sendable, Hashable, Codable {
         }
     }
 
+    /// Encodes the value as JSON.
     public func encode(to encoder: any Encoder) throws {
         var container = encoder.singleValueContainer()
         switch self {
@@ -111,12 +119,18 @@ public enum RPCValue: Sendable, Hashable, Codable {
 extension RPCValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
     ExpressibleByArrayLiteral, ExpressibleByDictionaryLiteral, ExpressibleByNilLiteral
 {
+    /// `"text"` as ``string(_:)``.
     public init(stringLiteral value: String) { self = .string(value) }
+    /// `1` as ``int(_:)``.
     public init(integerLiteral value: Int64) { self = .int(value) }
+    /// `true` as ``bool(_:)``.
     public init(booleanLiteral value: Bool) { self = .bool(value) }
+    /// `[…]` as ``array(_:)``.
     public init(arrayLiteral elements: RPCValue...) { self = .array(elements) }
+    /// `[key: value]` as ``object(_:)`` (a repeated key keeps its last value).
     public init(dictionaryLiteral elements: (String, RPCValue)...) {
         self = .object(Dictionary(elements, uniquingKeysWith: { _, last in last }))
     }
+    /// `nil` as ``null``.
     public init(nilLiteral: ()) { self = .null }
 }
