@@ -117,6 +117,9 @@ struct ServeCommand: AsyncParsableCommand {
         let daemon = TesseraDaemon(manager: session.manager, configuration: daemonConfiguration) { input, directory in
             try await resolver.entities(for: input, destinationDirectory: directory)
         }
+        if listenAll && secret == nil {
+            Terminal.err("tessera: warning: --rpc-listen-all without --rpc-secret: anyone who reaches this machine can add downloads")
+        }
         await daemon.start()
         var serverConfiguration = TesseraServer.Configuration()
         serverConfiguration.host = listenAll ? "0.0.0.0" : "127.0.0.1"
