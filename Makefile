@@ -10,12 +10,15 @@ APT_INSTALL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-in
 BUILD_PACKAGES := libcurl4-openssl-dev libxml2-dev libsqlite3-dev libssl-dev pkg-config
 # ffmpeg merges a video's tracks or parts into one file (get; --no-merge does without).
 MEDIA_PACKAGES := ffmpeg
-# A TLS and HTTP/2 peer for the engine tests, and ffmpeg/ffprobe for the merge tests.
-TEST_PACKAGES  := nginx-light openssl tmux $(MEDIA_PACKAGES)
+# A TLS and HTTP/2 peer for the engine tests, and ffmpeg/ffprobe for the merge tests; for
+# `tessera serve`'s acceptance (serve-check): aria2c to run the same aria2p script against,
+# python3-venv for aria2p, and Chromium for the dashboard.
+SERVE_PACKAGES := aria2 python3 python3-venv chromium
+TEST_PACKAGES  := nginx-light openssl tmux $(MEDIA_PACKAGES) $(SERVE_PACKAGES)
 # What the benchmark compares against.
 BENCH_PACKAGES := nginx-light aria2 curl python3
 
-.PHONY: all demo test bench conformance docs build deps bench-deps clean help install check fuzz soak
+.PHONY: all demo test bench conformance docs build deps bench-deps clean help install check fuzz soak serve-check
 DOCC ?= $(shell command -v docc || echo "$(dir $(realpath $(shell command -v $(SWIFT))))docc")
 # What the conformance check compares against: aria2c from apt, yt-dlp from PyPI in a venv.
 CONFORMANCE_PACKAGES := aria2 python3 python3-venv
@@ -23,9 +26,10 @@ CONFORMANCE_PACKAGES := aria2 python3 python3-venv
 all: build
 
 help:
-	@echo "make demo   download a handful of files from an embedded loopback origin"
+	@echo "make demo   download a handful of files from an embedded loopback origin (then try tessera serve)"
 	@echo "make test   build and run the test suite"
 	@echo "make bench  the engine against curl and aria2c; tessera get on DASH/HLS/Metalink against yt-dlp and aria2c"
+	@echo "make serve-check  tessera serve driven by aria2p (and the same script against aria2c --enable-rpc), its dashboard in headless Chromium"
 	@echo "make conformance  DASH segment lists and HLS downloads against yt-dlp, Metalink downloads against aria2c"
 	@echo "make docs   the DocC documentation of Tessera into .build/docs (warnings are errors)"
 	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  the tessera command, its man page and bash/zsh/fish completions"
@@ -69,6 +73,8 @@ demo: deps
 	$(call ensure_packages,$(MEDIA_PACKAGES))
 	$(SWIFT) build --product tessera
 	$$($(SWIFT) build --show-bin-path)/tessera demo
+	@echo "Next: the same downloads from a daemon that aria2's RPC clients (aria2p, AriaNg) drive, with a live dashboard:"
+	@echo "  $$($(SWIFT) build --show-bin-path)/tessera serve --rpc-secret SECRET    then open http://127.0.0.1:6800/ (README: The daemon)"
 
 # Two phases: everything in parallel, then the wall-clock measurements (suites named
 # ...TimingTests) one at a time, so neither the first phase nor each other can disturb them.
@@ -80,6 +86,28 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test --skip-build --skip '$(SERIAL_SUITES)'
 	$(SWIFT) test --skip-build --filter '$(SERIAL_SUITES)' --no-parallel
+	$(MAKE) --no-print-directory serve-check
+
+# `tessera serve` as aria2's clients see it: aria2p (PyPI, pinned, in a virtualenv under .build)
+# drives the daemon through add, status, pause/unpause, remove, a plain URL, a DASH MPD and a
+# Metalink, and the same script drives aria2c --enable-rpc; then the dashboard in headless
+# Chromium (its screenshot in .build/serve-acceptance/dashboard.png). Every server is started on
+# 127.0.0.1 by the scripts and stopped by them.
+SERVE_VENV := .build/serve-acceptance/venv
+SERVE_PYTHON_REQUIREMENTS := aria2p==0.12.3
+serve-check: deps
+	$(call ensure_packages,$(SERVE_PACKAGES))
+	$(SWIFT) build --product tessera
+	@if [ "$$(cat $(SERVE_VENV)/requirements.txt 2>/dev/null)" != "$(SERVE_PYTHON_REQUIREMENTS)" ]; then \
+		echo "serve-check: creating $(SERVE_VENV) with $(SERVE_PYTHON_REQUIREMENTS)"; \
+		python3 -m venv $(SERVE_VENV) && \
+		$(SERVE_VENV)/bin/pip install -q --disable-pip-version-check $(SERVE_PYTHON_REQUIREMENTS) && \
+		echo "$(SERVE_PYTHON_REQUIREMENTS)" > $(SERVE_VENV)/requirements.txt; \
+	fi
+	bin="$$($(SWIFT) build --show-bin-path)" && \
+	$(SERVE_VENV)/bin/python Tests/ServeAcceptance/aria2p_acceptance.py --tessera "$$bin/tessera" --target both && \
+	$(SERVE_VENV)/bin/python Tests/ServeAcceptance/dashboard_chromium.py --tessera "$$bin/tessera" \
+		--screenshot .build/serve-acceptance/dashboard.png
 
 # The suite under the sanitizers, each in a build directory of its own (the wall-clock suites
 # are left out: a sanitizer slows everything several times). The tests run one at a time: all

@@ -46,6 +46,11 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // The daemon's HTTP and WebSocket server (TesseraServer only; the core library does not
+        // depend on it).
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         // MARK: C libraries
@@ -89,6 +94,21 @@ let package = Package(
             ]
         ),
 
+        // MARK: The daemon (`tessera serve`): aria2's JSON-RPC, a native API, the dashboard and
+        // the metrics, on Hummingbird. Kept out of `Tessera` so plugin authors do not build it.
+        .target(
+            name: "TesseraServer",
+            dependencies: [
+                "Tessera",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
         // MARK: Entity plugins (see `plugins` above), and the expectations their tests share
         // (Swift Testing; not a product).
         .target(name: "TesseraTestSupport", dependencies: ["Tessera"], path: "Tests/TesseraTestSupport"),
@@ -99,6 +119,7 @@ let package = Package(
             name: "tessera",
             dependencies: [
                 "Tessera",
+                "TesseraServer",
                 "TesseraTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
@@ -134,6 +155,14 @@ let package = Package(
         .testTarget(
             name: "TesseraCLITests",
             dependencies: ["Tessera", "TesseraTesting"]
+        ),
+        // The daemon (`tessera serve`): the RPC without a network, then the HTTP server on 127.0.0.1.
+        .testTarget(
+            name: "TesseraServerTests",
+            dependencies: [
+                "TesseraServer", "Tessera", "TesseraTesting", "DASHEntity", "MetalinkEntity",
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "TesseraTestingTests",

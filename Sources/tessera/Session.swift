@@ -169,8 +169,9 @@ struct InputResolver {
     let arguments: PluginArguments
     let format: FormatSelector?
 
-    func entities(for text: String) async throws(DownloadError) -> [DownloadBaseEntity] {
-        var input = EntityInput(text, arguments: arguments, format: format?.description)
+    /// `destinationDirectory`: where the outputs go, relative to the download root (`serve`'s RPC `dir`).
+    func entities(for text: String, destinationDirectory: String = "") async throws(DownloadError) -> [DownloadBaseEntity] {
+        var input = EntityInput(text, arguments: arguments, format: format?.description, destinationDirectory: destinationDirectory)
         if input.url == nil, let scheme = URL(string: input.text)?.scheme?.lowercased(), input.text.contains("://") {
             throw DownloadError(.unsafeInput, "only http and https URLs can be downloaded, not \(UntrustedText.printable(scheme, limit: 20))")
         }

@@ -11,7 +11,7 @@ struct TesseraCommand: AsyncParsableCommand {
         version: "\(Tessera.version) (libcurl \(CurlEngine.libcurlVersion))",
         subcommands: [
             GetCommand.self, ResolveCommand.self, CacheCommand.self, ListCommand.self, PauseCommand.self,
-            ResumeCommand.self, RemoveCommand.self, PluginsCommand.self, DemoCommand.self,
+            ResumeCommand.self, RemoveCommand.self, PluginsCommand.self, DemoCommand.self, ServeCommand.self,
         ]
     )
 }

@@ -49,6 +49,8 @@ public final class SegmentCache: Sendable {
         var entries: [String: Indexed] = [:]
         var totalBytes: Int64 = 0
         var clock: Int64 = 0
+        var hits = 0
+        var misses = 0
     }
 
     /// The directory holding the entries.
@@ -74,6 +76,10 @@ public final class SegmentCache: Sendable {
     /// Bytes held now.
     public var totalBytes: Int64 { state.withLock { $0.totalBytes } }
 
+    /// How many ``lookup(_:expectedSize:checksum:)`` calls found a verified entry, and how many
+    /// did not, since the cache was opened (for metrics).
+    public var lookupCounts: (hits: Int, misses: Int) { state.withLock { ($0.hits, $0.misses) } }
+
     /// Whether an entry is indexed for `key` (not verified).
     public func contains(_ key: String) -> Bool {
         state.withLock { $0.entries[Self.name(for: key)] != nil }
@@ -91,7 +97,10 @@ public final class SegmentCache: Sendable {
     /// from `expectedSize`, or whose bytes do not match its (or the given) checksum, is evicted.
     public func lookup(_ key: String, expectedSize: Int64? = nil, checksum: Checksum? = nil) -> Entry? {
         let name = Self.name(for: key)
-        guard let indexed = state.withLock({ $0.entries[name] }), indexed.key == key else { return nil }
+        guard let indexed = state.withLock({ $0.entries[name] }), indexed.key == key else {
+            state.withLock { $0.misses += 1 }
+            return nil
+        }
         let path = dataPath(name)
         let onDisk = FileOperations.size(path)
         var valid = onDisk == indexed.size && (expectedSize.map { $0 == indexed.size } ?? true)
@@ -100,8 +109,10 @@ public final class SegmentCache: Sendable {
         }
         guard valid else {
             remove(key)
+            state.withLock { $0.misses += 1 }
             return nil
         }
+        state.withLock { $0.hits += 1 }
         touch(name, path: path)
         return Entry(key: key, path: path, size: indexed.size, checksum: indexed.checksum ?? checksum)
     }

@@ -330,6 +330,18 @@ public actor DownloadTaskManager {
         return candidates.map { info($0) }
     }
 
+    /// How many tasks may be active at once now (``Configuration/maxConcurrentTasks`` until
+    /// ``setMaxConcurrentTasks(_:)`` changes it).
+    public var maxConcurrentTasks: Int { scheduler.limits.tasks }
+
+    /// Changes how many tasks may be active at once, while the manager runs (at least 1): a
+    /// higher limit starts waiting tasks at once; a lower one lets running tasks finish and
+    /// starts no more until fewer are active (aria2's `max-concurrent-downloads` over RPC).
+    public func setMaxConcurrentTasks(_ count: Int) {
+        scheduler.setTaskLimit(count)
+        apply(scheduler.handle(.schedule))
+    }
+
     /// Every event from now on, in order. Each call returns a new stream; it ends when the
     /// subscriber stops iterating, or at ``shutdown()``. A condition that holds tasks back now
     /// (a full disk, no network) is told first, as a notice.

@@ -152,7 +152,7 @@ struct Scheduler: Sendable {
         var isActive: Bool { state == .resolving || (state == .downloading && demandTotal > 0) }
     }
 
-    let limits: Limits
+    private(set) var limits: Limits
     private(set) var entries: [DownloadTaskID: Entry] = [:]
     private var queue = PriorityQueue<QueueEntry>()
     /// Tasks with a live run (resolving or downloading).
@@ -173,6 +173,12 @@ struct Scheduler: Sendable {
             segmentsPerHost: max(1, limits.segmentsPerHost), allowsMeteredNetwork: limits.allowsMeteredNetwork,
             maxNetworkWait: limits.maxNetworkWait)
         self.network = network
+    }
+
+    /// Changes how many tasks may be active at once (at least 1). Fewer does not stop running
+    /// tasks: the next ones wait until the active count is under the new limit.
+    mutating func setTaskLimit(_ tasks: Int) {
+        limits.tasks = max(1, tasks)
     }
 
     /// The task's state, if it is known.

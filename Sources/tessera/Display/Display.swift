@@ -1,5 +1,6 @@
 import Foundation
 import Tessera
+import TesseraServer
 
 /// How a run reports: a live board on a terminal, a line per state change otherwise, or JSON
 /// lines. Every method may be called from any task; output is serialised.
@@ -216,61 +217,15 @@ final class Display: Sendable {
     }
 }
 
-/// The JSON lines of `--json` (the schema is in docs/json-events.md).
+/// The JSON lines of `--json` (the schema is in docs/json-events.md): `TesseraServer`'s
+/// ``EventJSON``, which `tessera serve`'s `/events` sends too (with a few keys more).
 enum JSONEvent {
     static func object(for event: DownloadEvent) -> [String: Any]? {
-        switch event {
-        case .taskAdded(let info): return task("task_added", info)
-        case .taskStateChanged(let info, let previous):
-            var object = task("task_state", info)
-            object["previousState"] = previous.description
-            return object
-        case .taskProgress(let info): return task("task_progress", info)
-        case .taskRemoved(let id): return ["type": "task_removed", "id": id.description]
-        case .taskError(let id, let error, let willRetry):
-            var object = self.error(error)
-            object["type"] = "task_error"
-            object["id"] = id.description
-            object["willRetry"] = willRetry
-            return object
-        case .groupUpdated(let group):
-            var object: [String: Any] = [
-                "type": "group", "key": group.key, "title": group.title, "state": group.state.rawValue,
-                "bytesDone": group.rollUp.bytesDone, "bytesPerSecond": Int64(group.rollUp.bytesPerSecond),
-                "childCount": group.childCount,
-            ]
-            if let total = group.rollUp.bytesTotal { object["bytesTotal"] = total }
-            if let eta = group.rollUp.eta { object["etaSeconds"] = Int(eta.components.seconds) }
-            return object
-        case .groupRemoved(let key): return ["type": "group_removed", "key": key]
-        case .notice(let notice):
-            var object: [String: Any] = ["type": "notice", "kind": notice.kind.rawValue, "message": notice.message]
-            if let id = notice.taskID { object["id"] = id.description }
-            return object
-        }
-    }
-
-    static func task(_ type: String, _ info: DownloadTaskInfo) -> [String: Any] {
-        var object: [String: Any] = [
-            "type": type, "id": info.id.description, "title": info.title, "state": info.state.description,
-            "mode": info.mode.rawValue, "bytesDone": info.bytesDone, "segmentsDone": info.segmentsDone,
-            "segmentsTotal": info.segmentsTotal, "bytesPerSecond": Int64(info.bytesPerSecond),
-        ]
-        if let total = info.bytesTotal {
-            object["bytesTotal"] = total
-            if info.bytesTotalIsEstimate { object["bytesTotalIsEstimate"] = true }
-        }
-        if let eta = info.eta { object["etaSeconds"] = Int(eta.components.seconds) }
-        if let group = info.groupKey { object["group"] = group }
-        if let error = info.error { object["error"] = self.error(error) }
-        return object
+        EventJSON.commandLineObject(for: event).foundationObject as? [String: Any]
     }
 
     static func error(_ error: DownloadError) -> [String: Any] {
-        var object: [String: Any] = ["code": error.code.description, "message": error.message]
-        if let url = error.url { object["url"] = url }
-        if let status = error.httpStatus { object["httpStatus"] = status }
-        return object
+        EventJSON.error(error).foundationObject as? [String: Any] ?? [:]
     }
 }
 

@@ -25,6 +25,18 @@ import TesseraTesting
         #expect(cache.lookup("other") == nil)
     }
 
+    @Test func lookupsAreCountedAsHitsAndMisses() throws {
+        defer { directory.cleanUp() }
+        let cache = try SegmentCache(directory: directory.file("c"))
+        try cache.insert("key", from: try file("k", [1, 2, 3]))
+        #expect(cache.lookupCounts == (0, 0))
+        #expect(cache.lookup("key") != nil)
+        #expect(cache.lookup("absent") == nil)
+        // An entry that fails its check is a miss too.
+        #expect(cache.lookup("key", expectedSize: 4) == nil)
+        #expect(cache.lookupCounts == (1, 2))
+    }
+
     @Test func aHitCanBePlacedAtAnOffset() throws {
         defer { directory.cleanUp() }
         let cache = try SegmentCache(directory: directory.file("c"))

@@ -1,0 +1,99 @@
+import Foundation
+import Tessera
+
+/// The objects of `tessera get --json` (docs/json-events.md), one per ``DownloadEvent``: the one
+/// encoding of both the command line's JSON lines and the daemon's `/events` stream, which adds
+/// ``serveKeys`` (`tessera get --json` leaves them out with ``commandLineObject(for:)``).
+public enum EventJSON {
+    /// The keys `/events` and `/api/tasks` add for the dashboard and aria2's clients: a task's
+    /// `gid`, `plugin`, `files` and `groupGID`, a group's `gid` and `groupType`.
+    public static let serveKeys: Set<String> = ["gid", "plugin", "files", "groupGID", "groupType"]
+
+    /// The object of `tessera get --json`: ``object(for:)`` without ``serveKeys``.
+    public static func commandLineObject(for event: DownloadEvent) -> RPCValue {
+        guard case .object(let members) = object(for: event) else { return object(for: event) }
+        return .object(members.filter { !serveKeys.contains($0.key) })
+    }
+
+    /// The `error` object of an event or summary line: `code`, `message`, and `url` and
+    /// `httpStatus` when known.
+    public static func error(_ error: DownloadError) -> RPCValue {
+        .object(errorFields(error))
+    }
+
+    /// The object for an event.
+    public static func object(for event: DownloadEvent) -> RPCValue {
+        switch event {
+        case .taskAdded(let info): return task("task_added", info)
+        case .taskStateChanged(let info, let previous):
+            var object = taskFields("task_state", info)
+            object["previousState"] = .string(previous.description)
+            return .object(object)
+        case .taskProgress(let info): return task("task_progress", info)
+        case .taskRemoved(let id): return ["type": "task_removed", "id": .string(id.description)]
+        case .taskError(let id, let error, let willRetry):
+            var object = errorFields(error)
+            object["type"] = "task_error"
+            object["id"] = .string(id.description)
+            object["willRetry"] = .bool(willRetry)
+            return .object(object)
+        case .groupUpdated(let group): return self.group(group)
+        case .groupRemoved(let key): return ["type": "group_removed", "key": .string(key)]
+        case .notice(let notice):
+            var object: [String: RPCValue] = ["type": "notice", "kind": .string(notice.kind.rawValue), "message": .string(notice.message)]
+            if let id = notice.taskID { object["id"] = .string(id.description) }
+            return .object(object)
+        }
+    }
+
+    /// A task's object (`type` as given), with its GID and plugin for the dashboard.
+    public static func task(_ type: String, _ info: DownloadTaskInfo) -> RPCValue {
+        .object(taskFields(type, info))
+    }
+
+    /// A group's object (`type` `group`).
+    public static func group(_ group: DownloadGroupInfo) -> RPCValue {
+        var object: [String: RPCValue] = [
+            "type": "group", "key": .string(group.key), "title": .string(group.title), "state": .string(group.state.rawValue),
+            "bytesDone": .int(group.rollUp.bytesDone), "bytesPerSecond": .int(clamped(group.rollUp.bytesPerSecond)),
+            "childCount": .int(Int64(group.childCount)), "gid": .string(Aria2GID.of(group: group.key)),
+            "groupType": .string(group.groupType),
+        ]
+        if let total = group.rollUp.bytesTotal { object["bytesTotal"] = .int(total) }
+        if let eta = group.rollUp.eta { object["etaSeconds"] = .int(eta.components.seconds) }
+        return .object(object)
+    }
+
+    static func taskFields(_ type: String, _ info: DownloadTaskInfo) -> [String: RPCValue] {
+        var object: [String: RPCValue] = [
+            "type": .string(type), "id": .string(info.id.description), "title": .string(info.title),
+            "state": .string(info.state.description), "mode": .string(info.mode.rawValue), "bytesDone": .int(info.bytesDone),
+            "segmentsDone": .int(Int64(info.segmentsDone)), "segmentsTotal": .int(Int64(info.segmentsTotal)),
+            "bytesPerSecond": .int(clamped(info.bytesPerSecond)),
+            "gid": .string(Aria2GID.of(info.id)), "plugin": .string(info.id.entityType),
+            "files": .array(info.outputs.map { .string($0.path) }),
+        ]
+        if let total = info.bytesTotal {
+            object["bytesTotal"] = .int(total)
+            if info.bytesTotalIsEstimate { object["bytesTotalIsEstimate"] = true }
+        }
+        if let eta = info.eta { object["etaSeconds"] = .int(eta.components.seconds) }
+        if let group = info.groupKey {
+            object["group"] = .string(group)
+            object["groupGID"] = .string(Aria2GID.of(group: group))
+        }
+        if let error = info.error { object["error"] = .object(errorFields(error)) }
+        return object
+    }
+
+    static func errorFields(_ error: DownloadError) -> [String: RPCValue] {
+        var object: [String: RPCValue] = ["code": .string(error.code.description), "message": .string(error.message)]
+        if let url = error.url { object["url"] = .string(url) }
+        if let status = error.httpStatus { object["httpStatus"] = .int(Int64(status)) }
+        return object
+    }
+
+    static func clamped(_ value: Double) -> Int64 {
+        value.isFinite ? Int64(max(0, min(value, 9e18))) : 0
+    }
+}

@@ -1,0 +1,160 @@
+import ArgumentParser
+import Foundation
+import Logging
+import Tessera
+import TesseraServer
+
+/// `tessera serve`: the manager as a daemon that aria2's RPC clients (aria2p, AriaNg, browser
+/// extensions) can drive, with the native API, a live dashboard and metrics.
+struct ServeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "serve",
+        abstract: "Run as a download daemon: aria2's JSON-RPC on /jsonrpc, a dashboard on /, metrics on /metrics.",
+        discussion: """
+            Listens on 127.0.0.1 only unless --rpc-listen-all. Tasks in the state directory are \
+            restored and resumed on start; SIGTERM or Ctrl-C stops cleanly (the tasks resume \
+            next time). Point an aria2 client at http://127.0.0.1:PORT/jsonrpc with the secret \
+            as its token. RPC dir options must stay under --dir.
+            """
+    )
+
+    @Option(name: .customLong("rpc-listen-port"), help: ArgumentHelp("The port to listen on (0: a free one, printed on start).", valueName: "port"))
+    var port: Int = 6800
+
+    @Option(name: .customLong("rpc-secret"), help: ArgumentHelp("The secret every RPC call and the dashboard's actions must give (aria2's token:SECRET).", valueName: "secret"))
+    var secret: String?
+
+    @Flag(name: .customLong("rpc-listen-all"), help: "Listen on every interface, not only 127.0.0.1 (set --rpc-secret too).")
+    var listenAll = false
+
+    @Option(name: [.customShort("d"), .customLong("dir")], help: ArgumentHelp("The download root; RPC dir options must stay under it.", valueName: "dir"))
+    var directory: String = "downloads"
+
+    @Option(name: [.customShort("j"), .customLong("max-concurrent-downloads")], help: ArgumentHelp("Tasks active at once.", valueName: "n"))
+    var maxConcurrentDownloads: Int = 5
+
+    @Option(name: .customLong("max-overall-download-limit"), help: ArgumentHelp("A rate limit for all transfers together, e.g. 500K or 2M (0: none).", valueName: "rate"))
+    var maxOverallDownloadLimit: String?
+
+    @Option(name: .customShort("N"), help: ArgumentHelp("Segment transfers at once, over all tasks.", valueName: "n"))
+    var segments: Int = 16
+
+    @Option(name: [.customShort("x"), .customLong("max-connection-per-server")], help: ArgumentHelp("Connections one large file may use.", valueName: "n"))
+    var connectionsPerFile: Int = SplitPolicy().maxConnections
+
+    @Option(name: [.customShort("f"), .customLong("format")], help: ArgumentHelp("Which variants added inputs take: best, worst, all, or ids joined by '+'.", valueName: "selector"))
+    var format: String?
+
+    @Option(name: .customLong("plugin-arg"), help: ArgumentHelp("An argument for a plugin, e.g. playurl:api=https://…/{cid}.", valueName: "plugin:key=value"))
+    var pluginArguments: [String] = []
+
+    @Option(name: .customLong("max-request-size"), help: ArgumentHelp("The largest request body accepted (a Metalink for addMetalink included).", valueName: "size"))
+    var maxRequestSize: String = "4M"
+
+    @OptionGroup var network: NetworkOptions
+    @OptionGroup var state: StateOptions
+    @Flag(name: .shortAndLong, help: "More on standard error: -v what the manager and the server decide, -vv every transfer.")
+    var verbose: Int
+
+    var logLevel: Logger.Level { verbose >= 2 ? .debug : verbose == 1 ? .info : .warning }
+
+    func validate() throws {
+        guard (0...65535).contains(port) else { throw ValidationError("--rpc-listen-port takes 0 to 65535") }
+        guard maxConcurrentDownloads >= 1 else { throw ValidationError("--max-concurrent-downloads must be at least 1") }
+        guard segments >= 1 else { throw ValidationError("-N must be at least 1") }
+        guard connectionsPerFile >= 1 else { throw ValidationError("-x must be at least 1") }
+        if let secret, secret.isEmpty { throw ValidationError("--rpc-secret cannot be empty") }
+        if let limit = maxOverallDownloadLimit, limit != "0", ByteCount.parse(limit) == nil {
+            throw ValidationError("--max-overall-download-limit takes a size per second such as 500K or 2M, not \"\(limit)\"")
+        }
+        guard let size = ByteCount.parse(maxRequestSize), size >= 1024, size <= 1 << 30 else {
+            throw ValidationError("--max-request-size takes a size from 1K to 1G")
+        }
+    }
+
+    func run() async throws {
+        TerminalLogHandler.level.withLock { $0 = logLevel }
+        let arguments = try parsedPluginArguments()
+        var formatSelector: FormatSelector?
+        if let format {
+            do { formatSelector = try FormatSelector(format) } catch { throw ValidationError(error.message) }
+        }
+        if let problem = writableDirectoryProblem(absolute(directory)) {
+            Terminal.err("tessera: cannot write to the download directory \(absolute(directory)): \(problem)")
+            throw ExitCode(1)
+        }
+        var network = self.network
+        if let limit = maxOverallDownloadLimit { network.limitRate = limit == "0" ? nil : limit }
+        let session: Session
+        do {
+            session = try Session.open(Session.Settings(
+                downloadRoot: directory, jobs: maxConcurrentDownloads, segments: segments, connectionsPerFile: connectionsPerFile,
+                network: network, state: state))
+        } catch {
+            Terminal.err("tessera: \(describe(error))")
+            throw ExitCode(1)
+        }
+        let report: DownloadTaskManager.RestoreReport
+        do {
+            report = try await session.manager.restore(resuming: true)
+        } catch {
+            await session.close()
+            Terminal.err("tessera: \(error.message)")
+            throw ExitCode(1)
+        }
+        for (id, error) in report.skipped {
+            Terminal.err("tessera: the stored task \(id) is skipped: \(error.message)")
+        }
+        let resolver = InputResolver(registry: session.registry, context: session.resolveContext, arguments: arguments, format: formatSelector)
+        var daemonConfiguration = TesseraDaemon.Configuration(
+            downloadRoot: session.downloadRoot, secret: secret, documentDirectory: session.stateDirectory + "/rpc-documents")
+        daemonConfiguration.reportedOptions = [
+            "rpc-listen-port": String(port), "rpc-listen-all": listenAll ? "true" : "false",
+            "max-connection-per-server": String(connectionsPerFile), "split": String(connectionsPerFile),
+        ]
+        // aria2.shutdown stops the daemon as SIGTERM does (the server's handler takes it).
+        daemonConfiguration.shutdownRequest = { kill(getpid(), SIGTERM) }
+        let daemon = TesseraDaemon(manager: session.manager, configuration: daemonConfiguration) { input, directory in
+            try await resolver.entities(for: input, destinationDirectory: directory)
+        }
+        if listenAll && secret == nil {
+            Terminal.err("tessera: warning: --rpc-listen-all without --rpc-secret: anyone who reaches this machine can add downloads")
+        }
+        await daemon.start()
+        var serverConfiguration = TesseraServer.Configuration()
+        serverConfiguration.host = listenAll ? "0.0.0.0" : "127.0.0.1"
+        serverConfiguration.port = port
+        serverConfiguration.maxBodySize = Int(ByteCount.parse(maxRequestSize) ?? 4 << 20)
+        var logger = Logger(label: "tessera.serve")
+        logger.logLevel = logLevel
+        let server = TesseraServer(daemon: daemon, configuration: serverConfiguration, logger: logger)
+        let restored = report.restored.count
+        let host = serverConfiguration.host
+        let authenticated = secret != nil
+        do {
+            try await server.run(stopsOnSignals: true) { port in
+                Terminal.outLines(
+                    "tessera serve: listening on http://\(host):\(port) (JSON-RPC on /jsonrpc, dashboard on /, metrics on /metrics)"
+                        + (restored > 0 ? "; \(restored) stored tasks restored" : "")
+                        + (authenticated ? "" : "; no --rpc-secret: every caller may act"))
+            }
+        } catch {
+            let reason = "\(error)".contains("Address already in use") ? "the port is in use (another aria2c or tessera serve?)" : describe(error)
+            Terminal.err("tessera: cannot serve on \(host):\(port): \(reason)")
+            await session.close()
+            await daemon.shutdown()
+            throw ExitCode(1)
+        }
+        await session.close()
+        await daemon.shutdown()
+        Terminal.outLines("tessera serve: stopped; unfinished tasks resume on the next start")
+    }
+
+    func parsedPluginArguments() throws -> PluginArguments {
+        var arguments = PluginArguments()
+        for text in pluginArguments {
+            do { try arguments.add(text) } catch { throw ValidationError(error.message) }
+        }
+        return arguments
+    }
+}

@@ -1,0 +1,222 @@
+import Foundation
+import Logging
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import Synchronization
+import Testing
+import Tessera
+@testable import TesseraServer
+import TesseraTesting
+
+/// The HTTP server on 127.0.0.1 (a free port), started and stopped by each test.
+@Suite(.timeLimit(.minutes(2))) struct TesseraServerHTTPTests {
+    struct Running {
+        let harness: ServeHarness
+        let port: Int
+        let session: URLSession
+
+        func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
+
+        func post(_ path: String, _ body: Data, headers: [String: String] = [:]) async throws -> (Data, HTTPURLResponse) {
+            var request = URLRequest(url: url(path))
+            request.httpMethod = "POST"
+            request.httpBody = body
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+            let (data, response) = try await session.data(for: request)
+            return (data, response as! HTTPURLResponse)
+        }
+
+        func get(_ path: String, headers: [String: String] = [:]) async throws -> (Data, HTTPURLResponse) {
+            var request = URLRequest(url: url(path))
+            for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
+            let (data, response) = try await session.data(for: request)
+            return (data, response as! HTTPURLResponse)
+        }
+
+        func rpc(_ method: String, _ params: [RPCValue]) async throws -> RPCValue {
+            let body: RPCValue = ["jsonrpc": "2.0", "id": "t", "method": .string(method), "params": .array(["token:s3cret"] + params)]
+            return try RPCValue.parse(try await post("/jsonrpc", body.data).0)
+        }
+    }
+
+    /// Runs `body` with a server on a free port; the server is stopped (its task cancelled)
+    /// and awaited afterwards.
+    func withServer(maxBodySize: Int = 64 << 10, _ body: (Running) async throws -> Void) async throws {
+        try await ServeHarness.with(secret: "s3cret") { harness in
+            var configuration = TesseraServer.Configuration()
+            configuration.port = 0
+            configuration.maxBodySize = maxBodySize
+            let server = TesseraServer(daemon: harness.daemon, configuration: configuration, logger: quietLogger)
+            let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+            let serving = Task { try await server.run { port in continuation.yield(port) } }
+            var iterator = ports.makeAsyncIterator()
+            guard let port = await iterator.next() else { throw ServerDidNotStart() }
+            let configurationForSession = URLSessionConfiguration.ephemeral
+            configurationForSession.connectionProxyDictionary = [:]
+            let session = URLSession(configuration: configurationForSession)
+            do {
+                try await body(Running(harness: harness, port: port, session: session))
+            } catch {
+                serving.cancel()
+                _ = await serving.result
+                throw error
+            }
+            serving.cancel()
+            _ = await serving.result
+            session.invalidateAndCancel()
+        }
+    }
+
+    @Test func jsonRPCOverHTTPWithAuthAndCORS() async throws {
+        try await withServer { server in
+            let version = try await server.rpc("aria2.getVersion", [])
+            #expect(version["result"]?["version"] == .string(Tessera.version))
+            let anonymous: RPCValue = ["jsonrpc": "2.0", "id": 1, "method": "aria2.tellActive", "params": []]
+            let (data, response) = try await server.post("/jsonrpc", anonymous.data)
+            #expect(response.statusCode == 200)
+            #expect(try RPCValue.parse(data)["error"]?["message"] == "Unauthorized")
+            #expect(response.value(forHTTPHeaderField: "Access-Control-Allow-Origin") == "*")
+        }
+    }
+
+    @Test func anOversizedBodyIsRefused() async throws {
+        try await withServer(maxBodySize: 4096) { server in
+            let big = Data(repeating: 0x20, count: 100_000)
+            let (_, response) = try await server.post("/jsonrpc", big)
+            #expect(response.statusCode == 413)
+            // The server still answers.
+            #expect(try await server.rpc("aria2.getGlobalStat", [])["result"]?["numActive"] == "0")
+        }
+    }
+
+    @Test func theNativeAPINeedsTheSecretAndListsTasksAndGroups() async throws {
+        try await withServer { server in
+            #expect(try await server.get("/api/tasks").1.statusCode == 401)
+            #expect(try await server.get("/api/tasks?token=wrong").1.statusCode == 401)
+            let url = server.harness.origin.url(LoopbackOrigin.generatedPath(size: 5000, name: "api.bin")).absoluteString
+            let gid = try #require(try await server.rpc("aria2.addUri", [[.string(url)]])["result"]?.stringValue)
+            #expect(await server.harness.waitForStatus(gid, "complete"))
+            let (data, response) = try await server.get("/api/tasks", headers: ["Authorization": "Bearer s3cret"])
+            #expect(response.statusCode == 200)
+            let tasks = try RPCValue.parse(data).arrayValue ?? []
+            #expect(tasks.count == 1)
+            #expect(tasks.first?["gid"] == .string(gid))
+            #expect(tasks.first?["state"] == "completed")
+            #expect(tasks.first?["plugin"] == "direct")
+            let groups = try await server.get("/api/groups?token=s3cret")
+            #expect(groups.1.statusCode == 200)
+            #expect(try RPCValue.parse(groups.0) == [])
+            let resolved = try await server.post("/api/resolve", RPCValue.object(["input": .string(url)]).data, headers: ["Authorization": "Bearer s3cret"])
+            #expect(try RPCValue.parse(resolved.0).arrayValue?.first?["gid"] == .string(gid))
+        }
+    }
+
+    @Test func metricsAndTheDashboardAreServed() async throws {
+        try await withServer { server in
+            let (metrics, response) = try await server.get("/metrics")
+            #expect(response.statusCode == 200)
+            #expect(response.value(forHTTPHeaderField: "Content-Type")?.hasPrefix("text/plain") == true)
+            #expect(String(decoding: metrics, as: UTF8.self).contains("tessera_tasks{state=\"downloading\"} 0"))
+            let (page, pageResponse) = try await server.get("/")
+            #expect(String(decoding: page, as: UTF8.self).contains("id=\"add-form\""))
+            #expect(pageResponse.value(forHTTPHeaderField: "Content-Security-Policy")?.contains("default-src 'self'") == true)
+            #expect(try await server.get("/dashboard.js").1.statusCode == 200)
+            #expect(try await server.get("/rpc-documents/../../etc/passwd").1.statusCode == 404)
+        }
+    }
+
+    @Test func addMetalinkServesTheDocumentToItsOwnTasks() async throws {
+        try await withServer { server in
+            let origin = server.harness.origin
+            let content = origin.content(at: LoopbackOrigin.generatedPath(size: 70_000, name: "m.bin"))
+            let sha = Checksum.compute(.sha256, bytes: content.bytes(0..<70_000)).hexDigest
+            let document = """
+                <?xml version="1.0" encoding="UTF-8"?>
+                <metalink xmlns="urn:ietf:params:xml:ns:metalink"><file name="from-document.bin"><size>70000</size>
+                <hash type="sha-256">\(sha)</hash><url>\(origin.url(LoopbackOrigin.generatedPath(size: 70_000, name: "m.bin")).absoluteString)</url></file></metalink>
+                """
+            let answer = try await server.rpc("aria2.addMetalink", [.string(Data(document.utf8).base64EncodedString())])
+            let gids = answer["result"]?.arrayValue?.compactMap(\.stringValue) ?? []
+            #expect(gids.count == 1, "\(answer)")
+            guard let gid = gids.first else { return }
+            #expect(await server.harness.waitForStatus(gid, "complete"))
+            #expect(fileSize(server.harness.root.file("downloads/from-document.bin")) == 70_000)
+        }
+    }
+
+    @Test func eventsStreamTheJSONObjectsAndEndWithTheServer() async throws {
+        try await withServer { server in
+            let reader = StreamReader()
+            let session = URLSession(configuration: .ephemeral, delegate: reader, delegateQueue: nil)
+            let task = session.dataTask(with: server.url("/events?token=s3cret"))
+            task.resume()
+            #expect(await eventually(within: .seconds(10)) { reader.status == 200 })
+            let url = server.harness.origin.url(LoopbackOrigin.generatedPath(size: 5000, name: "sse.bin")).absoluteString
+            let gid = try #require(try await server.rpc("aria2.addUri", [[.string(url)]])["result"]?.stringValue)
+            #expect(await eventually(within: .seconds(20)) {
+                reader.text.contains("\"state\":\"completed\"") && reader.text.contains("\"gid\":\"\(gid)\"")
+            })
+            let first = reader.text.components(separatedBy: "\n\n").first ?? ""
+            #expect(first.hasPrefix("data: {"))
+            #expect(first.contains("\"type\":\"task_added\""))
+            task.cancel()
+            session.invalidateAndCancel()
+        }
+    }
+
+    @Test func cancellingTheServerEndsItsOpenEventStreams() async throws {
+        try await ServeHarness.with(secret: nil) { harness in
+            var configuration = TesseraServer.Configuration()
+            configuration.port = 0
+            let server = TesseraServer(daemon: harness.daemon, configuration: configuration, logger: quietLogger)
+            let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
+            let serving = Task { try await server.run { port in continuation.yield(port) } }
+            var iterator = ports.makeAsyncIterator()
+            let port = try #require(await iterator.next())
+            let reader = StreamReader()
+            let session = URLSession(configuration: .ephemeral, delegate: reader, delegateQueue: nil)
+            session.dataTask(with: URL(string: "http://127.0.0.1:\(port)/events")!).resume()
+            #expect(await eventually(within: .seconds(10)) { reader.status == 200 })
+            serving.cancel()
+            let stopped = Mutex(false)
+            let waiter = Task {
+                _ = await serving.result
+                stopped.withLock { $0 = true }
+            }
+            #expect(await eventually(within: .seconds(15)) { stopped.withLock { $0 } })
+            waiter.cancel()
+            session.invalidateAndCancel()
+        }
+    }
+}
+
+struct ServerDidNotStart: Error {}
+
+/// Hummingbird logs a cancelled server's shutdown as an error; these tests cancel theirs.
+let quietLogger: Logger = {
+    var logger = Logger(label: "tessera.serve.tests")
+    logger.logLevel = .critical
+    return logger
+}()
+
+/// Collects a streamed response as it arrives.
+final class StreamReader: NSObject, URLSessionDataDelegate, Sendable {
+    private let state = Mutex<(status: Int, data: Data)>((0, Data()))
+
+    var status: Int { state.withLock { $0.status } }
+    var text: String { state.withLock { String(decoding: $0.data, as: UTF8.self) } }
+
+    func urlSession(
+        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
+        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
+    ) {
+        state.withLock { $0.status = (response as? HTTPURLResponse)?.statusCode ?? -1 }
+        completionHandler(.allow)
+    }
+
+    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
+        state.withLock { $0.data.append(data) }
+    }
+}
