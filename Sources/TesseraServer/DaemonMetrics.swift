@@ -1,4 +1,3 @@
-import Synchronization
 import Tessera
 
 /// Counters the daemon keeps from the manager's events, for `/metrics`.
@@ -17,7 +16,7 @@ public final class DaemonMetrics: Sendable {
         var bytesOfGoneTasks: Int64 = 0
     }
 
-    private let counts = Mutex(Counts())
+    private let counts = Locked(Counts())
 
     /// Creates empty counters.
     public init() {}

@@ -3,7 +3,6 @@ import Logging
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
-import Synchronization
 import Testing
 import Tessera
 @testable import TesseraServer
@@ -180,7 +179,7 @@ import TesseraTesting
             session.dataTask(with: URL(string: "http://127.0.0.1:\(port)/events")!).resume()
             #expect(await eventually(within: .seconds(10)) { reader.status == 200 })
             serving.cancel()
-            let stopped = Mutex(false)
+            let stopped = Locked(false)
             let waiter = Task {
                 _ = await serving.result
                 stopped.withLock { $0 = true }
@@ -203,7 +202,7 @@ let quietLogger: Logger = {
 
 /// Collects a streamed response as it arrives.
 final class StreamReader: NSObject, URLSessionDataDelegate, Sendable {
-    private let state = Mutex<(status: Int, data: Data)>((0, Data()))
+    private let state = Locked<(status: Int, data: Data)>((0, Data()))
 
     var status: Int { state.withLock { $0.status } }
     var text: String { state.withLock { String(decoding: $0.data, as: UTF8.self) } }

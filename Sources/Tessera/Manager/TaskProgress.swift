@@ -15,8 +15,10 @@ final class TaskProgress: Sendable {
         var unknownSizes: Int
 
         /// The total, estimated from the finished segments when sizes are missing; `nil` until
-        /// a tenth of the segments (and at least three) are done.
+        /// a tenth of the segments (and at least three) are done, and before the run has said
+        /// what it found (a reading taken as the run starts is not a total of zero).
         var totalBytes: Int64? {
+            guard segmentCount > 0 else { return nil }
             if unknownSizes == 0 { return knownBytes }
             guard doneSegments >= 3, doneSegments * 10 >= segmentCount else { return nil }
             let perSegment = bytes / Int64(doneSegments)
