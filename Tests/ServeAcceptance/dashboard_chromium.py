@@ -117,7 +117,7 @@ def main() -> int:
             check("the rows name their plugins", plugins == ["dash", "direct"], str(plugins))
             check("the rows list their files, relative to the download root", bool(eventually(
                 lambda: page.evaluate("[...document.querySelectorAll('tr.task .files')].map(td => td.textContent).sort()")
-                == ["dashboard-plain.bin", "stream/v720.mp4\nstream/a128.m4a"], timeout=10)),
+                == ["Tessera DASH fixture/v720.mp4\nTessera DASH fixture/a128.m4a", "dashboard-plain.bin"], timeout=10)),
                 str(page.evaluate("[...document.querySelectorAll('tr.task .files')].map(td => td.textContent).sort()")))
 
             # A Metalink URL: a group row, its files as rows under it.
