@@ -24,6 +24,11 @@ public struct TesseraServer: Sendable {
         public var maxBodySize = 4 << 20
         /// WebSocket messages larger than this close the connection.
         public var maxMessageSize = 1 << 20
+        /// Whether JSON-RPC answers carry `Access-Control-Allow-Origin: *` (aria2's
+        /// `--rpc-allow-origin-all`), so that a web front-end served from another origin can read
+        /// them. Off by default, as in aria2: otherwise any page open in the user's browser could
+        /// read the daemon's answers.
+        public var allowsAnyOrigin = false
 
         /// The defaults: 127.0.0.1:6800.
         public init() {}
@@ -78,12 +83,14 @@ public struct TesseraServer: Sendable {
         let rpc = self.rpc
         let daemon = self.daemon
         let maxBody = configuration.maxBodySize
+        let cors = configuration.allowsAnyOrigin
         router.post("/jsonrpc") { request, _ -> Response in
             let body = try await request.body.collect(upTo: maxBody)
             let answer = await rpc.respond(to: Data(buffer: body))
-            return Self.json(data: answer, cors: true)
+            return Self.json(data: answer, cors: cors)
         }
         router.on("/jsonrpc", method: .options) { _, _ -> Response in
+            guard cors else { return Response(status: .ok) }
             var headers = HTTPFields()
             headers[.accessControlAllowOrigin] = "*"
             headers[.accessControlAllowMethods] = "POST, GET, OPTIONS"

@@ -42,11 +42,12 @@ import TesseraTesting
 
     /// Runs `body` with a server on a free port; the server is stopped (its task cancelled)
     /// and awaited afterwards.
-    func withServer(maxBodySize: Int = 64 << 10, _ body: (Running) async throws -> Void) async throws {
+    func withServer(maxBodySize: Int = 64 << 10, allowsAnyOrigin: Bool = false, _ body: (Running) async throws -> Void) async throws {
         try await ServeHarness.with(secret: "s3cret") { harness in
             var configuration = TesseraServer.Configuration()
             configuration.port = 0
             configuration.maxBodySize = maxBodySize
+            configuration.allowsAnyOrigin = allowsAnyOrigin
             let server = TesseraServer(daemon: harness.daemon, configuration: configuration, logger: quietLogger)
             let (ports, continuation) = AsyncStream.makeStream(of: Int.self)
             let serving = Task { try await server.run { port in continuation.yield(port) } }
@@ -76,6 +77,12 @@ import TesseraTesting
             let (data, response) = try await server.post("/jsonrpc", anonymous.data)
             #expect(response.statusCode == 200)
             #expect(try RPCValue.parse(data)["error"]?["message"] == "Unauthorized")
+            // No CORS header unless asked for (aria2's --rpc-allow-origin-all): a page of another
+            // origin cannot read the answers.
+            #expect(response.value(forHTTPHeaderField: "Access-Control-Allow-Origin") == nil)
+        }
+        try await withServer(allowsAnyOrigin: true) { server in
+            let (_, response) = try await server.post("/jsonrpc", Data("{}".utf8))
             #expect(response.value(forHTTPHeaderField: "Access-Control-Allow-Origin") == "*")
         }
     }

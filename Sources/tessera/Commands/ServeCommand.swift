@@ -27,6 +27,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Flag(name: .customLong("rpc-listen-all"), help: "Listen on every interface, not only 127.0.0.1 (set --rpc-secret too).")
     var listenAll = false
 
+    @Flag(name: .customLong("rpc-allow-origin-all"), help: "Answer JSON-RPC with Access-Control-Allow-Origin: * (as aria2), for a web front-end served from another origin.")
+    var allowOriginAll = false
+
     @Option(name: [.customShort("d"), .customLong("dir")], help: ArgumentHelp("The download root; RPC dir options must stay under it.", valueName: "dir"))
     var directory: String = "downloads"
 
@@ -123,6 +126,7 @@ struct ServeCommand: AsyncParsableCommand {
         await daemon.start()
         var serverConfiguration = TesseraServer.Configuration()
         serverConfiguration.host = listenAll ? "0.0.0.0" : "127.0.0.1"
+        serverConfiguration.allowsAnyOrigin = allowOriginAll
         serverConfiguration.port = port
         serverConfiguration.maxBodySize = Int(ByteCount.parse(maxRequestSize) ?? 4 << 20)
         var logger = Logger(label: "tessera.serve")
