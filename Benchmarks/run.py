@@ -1297,6 +1297,8 @@ def main():
         nginx, port = start_nginx(tmp, root, args.nginx_workers)
         log("nginx on 127.0.0.1:%d, files in %s" % (port, tmp))
         access_log = AccessLog(os.path.join(tmp, ACCESS_LOG))
+        baseline_merges = bool(args.baseline_cli) and "--no-merge" in subprocess.run(
+            [os.path.abspath(args.baseline_cli), "get", "--help"], capture_output=True, text=True).stdout
         for name in scenarios:
             started = time.monotonic()
             log("%s: generating files" % name)
@@ -1310,7 +1312,7 @@ def main():
                     if argv and argv[0] == binaries.get("tessera_cli"):
                         # (A build before merging has no --no-merge, and merges nothing.)
                         tools[tool + " [baseline]"] = ([os.path.abspath(args.baseline_cli)]
-                                                       + [a for a in argv[1:] if a != "--no-merge"])
+                                                       + [a for a in argv[1:] if a != "--no-merge" or baseline_merges])
             entry = {"title": SCENARIOS[name]["title"], "bytes": scenario["bytes"],
                      "reference": SCENARIOS[name]["reference"], "input": scenario.get("input"), "commands": tools}
             if name == "kill":
