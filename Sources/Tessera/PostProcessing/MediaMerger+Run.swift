@@ -60,13 +60,18 @@ extension MediaMerger {
     ) async throws(MergeError) -> MergeResult {
         let child = ChildProcess()
         let executor = BlockingExecutor(threads: 1, name: "tessera-merge")
-        defer { Task { await executor.shutdown() } }
         let produced: Result<(path: String, size: Int64), MergeError> = await withTaskCancellationHandler {
             await executor.run { Self.produce(plan, ffmpeg: ffmpeg, child: child) }
         } onCancel: {
             child.cancel()
         }
-        let (path, size) = try produced.get()
+        let path: String, size: Int64
+        switch produced {
+        case .success(let merged): (path, size) = merged
+        case .failure(let error):
+            await executor.shutdown()
+            throw error
+        }
         CrashPoint.merged.reach()
         await beforeRemovingInputs?(path, size)
         let removed = await executor.run { () -> [String] in
@@ -77,6 +82,7 @@ extension MediaMerger {
             }
             return removed
         }
+        await executor.shutdown()
         return MergeResult(path: path, size: size, removedInputs: removed)
     }
 
