@@ -6,7 +6,7 @@ import Foundation
 ///
 /// Two steps, so that the decision can be tested without ffmpeg:
 /// ``plan(for:title:)`` is a pure function from the files and their ``MediaInfo`` to a
-/// ``MergePlan`` (or `nil`: nothing to merge), and ``run(_:ffmpeg:)`` carries a plan out. An
+/// ``MergePlan`` (or `nil`: nothing to merge), and ``run(_:ffmpeg:beforeRemovingInputs:)`` carries a plan out. An
 /// application or a plugin opts in by calling them once a task has completed; the library
 /// never merges by itself.
 ///
@@ -200,7 +200,7 @@ public enum MergeOutputFormat: String, Sendable, Hashable, CaseIterable {
 
 /// What a ``MediaMerger`` decided: which files become which one, how, and with which ffmpeg
 /// arguments. A value: build it with ``MediaMerger/plan(for:title:)``, carry it out with
-/// ``MediaMerger/run(_:ffmpeg:)``.
+/// ``MediaMerger/run(_:ffmpeg:beforeRemovingInputs:)``.
 public struct MergePlan: Sendable, Hashable {
     /// How the inputs become one file.
     public enum Method: String, Sendable, Hashable {
