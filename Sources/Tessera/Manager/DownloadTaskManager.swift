@@ -72,6 +72,9 @@ public actor DownloadTaskManager {
     /// Pending deletions of removed tasks' files, by task.
     private var deletions: [DownloadTaskID: Task<Void, Never>] = [:]
     private var bytesSinceDiskCheck: Int64 = 0
+    /// Numbers the free-space checks: one that another started after has a newer reading, and
+    /// an older reading must not undo it (the actor runs other work while a check measures).
+    private var diskCheckNumber = 0
     private var lastFreeBytes: Int64?
 
     /// Creates a manager. Nothing runs until an operation starts a task.
@@ -975,8 +978,13 @@ public actor DownloadTaskManager {
 
     private func checkDiskSpaceNow() async {
         guard let diskGate else { return }
+        diskCheckNumber += 1
+        let number = diskCheckNumber
         let previous = scheduler.disk
         let (level, free) = await executor.run { diskGate.level(after: previous) }
+        // A check started meanwhile measured later: this reading is stale (applied, a reading
+        // of a full disk taken before the space came back would stop the resumed tasks again).
+        guard number == diskCheckNumber else { return }
         lastFreeBytes = free
         bytesSinceDiskCheck = 0
         diskGate.noteLevel(level)
