@@ -37,6 +37,18 @@ static inline int tessera_rename_noreplace(const char *source, const char *desti
     if (result != 0 && (errno == EINVAL || errno == ENOSYS)) return -2;
     return result;
 }
+
+extern int fallocate(int fd, int mode, off_t offset, off_t len);
+
+/// fallocate(2): allocates `length` bytes from `offset` (the file grows to cover them); 0 or -1.
+static inline int tessera_fallocate(int descriptor, int64_t offset, int64_t length) {
+    return fallocate(descriptor, 0, (off_t)offset, (off_t)length);
+}
+
+/// fallocate(2) with FALLOC_FL_KEEP_SIZE: allocates ahead without changing the file's length.
+static inline int tessera_fallocate_keep_size(int descriptor, int64_t offset, int64_t length) {
+    return fallocate(descriptor, 1 /* FALLOC_FL_KEEP_SIZE */, (off_t)offset, (off_t)length);
+}
 #endif
 
 #ifdef __linux__

@@ -164,7 +164,7 @@ public struct TesseraServer: Sendable {
 
     /// A relay of `events` that also ends at the server's graceful shutdown (the manager's
     /// stream ends only when the manager shuts down, after the server).
-    static func untilGracefulShutdown(_ events: AsyncStream<DownloadEvent>) -> (stream: AsyncStream<DownloadEvent>, stop: @Sendable () -> Void) {
+    static func untilGracefulShutdown(_ events: DownloadEventStream) -> (stream: AsyncStream<DownloadEvent>, stop: @Sendable () -> Void) {
         let (stream, continuation) = AsyncStream.makeStream(of: DownloadEvent.self, bufferingPolicy: .bufferingNewest(4096))
         let relay = Task {
             await withGracefulShutdownHandler {

@@ -11,7 +11,7 @@ public final class EventLog: Sendable {
     private let task: Task<Void, Never>
 
     /// Starts collecting `stream` (subscribe before starting tasks, so nothing is missed).
-    public init(_ stream: AsyncStream<DownloadEvent>) {
+    public init(_ stream: some AsyncSequence<DownloadEvent, Never> & Sendable) {
         let storage = self.storage
         task = Task {
             for await event in stream { storage.events.withLock { $0.append(event) } }

@@ -171,13 +171,7 @@ struct InputResolver {
 
     /// `destinationDirectory`: where the outputs go, relative to the download root (`serve`'s RPC `dir`).
     func entities(for text: String, destinationDirectory: String = "") async throws(DownloadError) -> [DownloadBaseEntity] {
-        var input = EntityInput(text, arguments: arguments, format: format?.description, destinationDirectory: destinationDirectory)
-        if input.url == nil, let scheme = URL(string: input.text)?.scheme?.lowercased(), input.text.contains("://") {
-            throw DownloadError(.unsafeInput, "only http and https URLs can be downloaded, not \(UntrustedText.printable(scheme, limit: 20))")
-        }
-        if input.url == nil, input.pluginScheme == nil {
-            throw DownloadError(.noMatchingEntity, "not a URL and not PLUGIN:KEY (see `tessera plugins`)")
-        }
+        var input = try checkedInput(text, destinationDirectory: destinationDirectory)
         if let url = input.url, registry.match(input)?.matcher.plugin == "direct", Self.mayBeManifest(url) {
             // A manifest served without a telling extension is known by its Content-Type.
             if let probe = try? await context.probe(url), let type = probe.headers["Content-Type"] {
@@ -185,5 +179,28 @@ struct InputResolver {
             }
         }
         return try await registry.makeEntities(for: input, context: context)
+    }
+
+    /// The entities for `text` when no request is needed to tell them (a URL whose plugin is
+    /// known by its form and that needs no document to expand, a `PLUGIN:KEY`); `nil` when it
+    /// takes a request (a probe of the Content-Type, a Metalink to read), which
+    /// ``entities(for:destinationDirectory:)`` makes. A list of thousands of plain URLs is
+    /// turned into tasks without a suspension per line.
+    func immediateEntities(for text: String, destinationDirectory: String = "") throws(DownloadError) -> [DownloadBaseEntity]? {
+        let input = try checkedInput(text, destinationDirectory: destinationDirectory)
+        guard let (matcher, _) = registry.match(input), matcher.expand == nil else { return nil }
+        if let url = input.url, matcher.plugin == "direct", Self.mayBeManifest(url) { return nil }
+        return [try registry.makeEntity(for: input)]
+    }
+
+    private func checkedInput(_ text: String, destinationDirectory: String) throws(DownloadError) -> EntityInput {
+        let input = EntityInput(text, arguments: arguments, format: format?.description, destinationDirectory: destinationDirectory)
+        if input.url == nil, let scheme = URL(string: input.text)?.scheme?.lowercased(), input.text.contains("://") {
+            throw DownloadError(.unsafeInput, "only http and https URLs can be downloaded, not \(UntrustedText.printable(scheme, limit: 20))")
+        }
+        if input.url == nil, input.pluginScheme == nil {
+            throw DownloadError(.noMatchingEntity, "not a URL and not PLUGIN:KEY (see `tessera plugins`)")
+        }
+        return input
     }
 }

@@ -22,7 +22,7 @@ struct TaskRunner {
     /// has ended, so every event has been shown before the summary. Nothing here polls for the
     /// end: the loop wakes on the events that change a task's state, on Ctrl-C, and four times
     /// a second for other processes' commands and the live board.
-    func run(_ ids: [DownloadTaskID], events: AsyncStream<DownloadEvent>, inputErrors: Int) async -> Outcome {
+    func run(_ ids: [DownloadTaskID], events: DownloadEventStream, inputErrors: Int) async -> Outcome {
         let interrupt = InterruptSignal.shared
         interrupt.install()
         let display = self.display

@@ -87,7 +87,7 @@ for text in inputs {
 say("Downloading \(pending.count) cids into \(root)")
 
 // 5. Follow the events until every task is finished; the count of tasks that did not complete.
-func follow(_ events: AsyncStream<DownloadEvent>, until ids: Set<DownloadTaskID>) async -> Int {
+func follow(_ events: DownloadEventStream, until ids: Set<DownloadTaskID>) async -> Int {
     func megabytes(_ bytes: Int64) -> String { String(format: "%.2f MB", Double(bytes) / 1_000_000) }
     var pending = ids, failed = 0
     var groupStates: [String: DownloadGroupInfo.State] = [:]

@@ -57,11 +57,39 @@ public final class CurlEngine: Sendable {
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 core.submit(PendingTransfer(
-                    token: token, request: request, continuation: continuation, progress: progress))
+                    token: token, request: request, complete: { continuation.resume(with: $0) }, progress: progress))
             }
         } onCancel: {
             core.cancel(token)
         }
+    }
+
+    /// Starts one transfer without waiting for it: `complete` is called once with how it ended,
+    /// on the engine thread (it must return quickly and not block), or at once on the calling
+    /// thread when the request is invalid or the engine has shut down. Cancel it with
+    /// ``cancel(_:)`` and the handle returned. For callers that follow many transfers from one
+    /// loop: each ending costs them no task and no continuation.
+    func start(
+        _ request: TransferRequest, progress: (@Sendable (TransferProgress) -> Void)? = nil,
+        complete: @escaping @Sendable (Result<TransferResult, DownloadError>) -> Void
+    ) -> TransferHandle {
+        let token = core.makeToken()
+        do {
+            try request.validate()
+        } catch {
+            token.state.withLock { $0 = .cancelled }
+            complete(.failure(error))
+            return TransferHandle(token: token)
+        }
+        core.submit(PendingTransfer(token: token, request: request, complete: complete, progress: progress))
+        return TransferHandle(token: token)
+    }
+
+    /// Stops a transfer started with ``start(_:progress:complete:)``: its completion is called
+    /// with ``DownloadError/Code/cancelled`` (and what it wrote, as a checkpoint), unless it has
+    /// already ended.
+    func cancel(_ handle: TransferHandle) {
+        core.cancel(handle.token)
     }
 
     /// The limit shared by all transfers, in bytes per second, or `nil` for none.
@@ -108,4 +136,9 @@ public final class CurlEngine: Sendable {
 
     /// Whether the libcurl in use can speak HTTP/2.
     public static var supportsHTTP2: Bool { tessera_curl_supports_http2() != 0 }
+}
+
+/// A transfer started with ``CurlEngine/start(_:progress:complete:)``, to cancel it.
+struct TransferHandle: Sendable {
+    let token: TransferToken
 }

@@ -21,7 +21,9 @@ final class TransferToken: Sendable {
 struct PendingTransfer: Sendable {
     let token: TransferToken
     var request: TransferRequest
-    let continuation: CheckedContinuation<TransferResult, any Error>
+    /// Called once, on the engine thread (or the submitting thread when the engine refuses it),
+    /// with how the transfer ended.
+    let complete: @Sendable (Result<TransferResult, DownloadError>) -> Void
     let progress: (@Sendable (TransferProgress) -> Void)?
     /// Set when the engine starts the transfer over after a `416` showed the copy is stale.
     var restarted = false
@@ -107,7 +109,7 @@ final class EngineCore: @unchecked Sendable {
             return true
         }
         guard accepted else {
-            pending.continuation.resume(throwing: cancelledError(pending.request))
+            pending.complete(.failure(cancelledError(pending.request)))
             return
         }
         let open = inbox.withLock { inbox -> Bool in
@@ -116,8 +118,8 @@ final class EngineCore: @unchecked Sendable {
             return true
         }
         guard open else {
-            pending.continuation.resume(throwing: DownloadError(
-                .engineShutDown, "the engine has been shut down", url: pending.request.url.absoluteString))
+            pending.complete(.failure(DownloadError(
+                .engineShutDown, "the engine has been shut down", url: pending.request.url.absoluteString)))
             return
         }
         queuedCount.add(1, ordering: .relaxed)
@@ -301,8 +303,8 @@ final class EngineCore: @unchecked Sendable {
 
     private func start(_ pending: PendingTransfer) {
         guard let easy = handlePool.popLast() ?? curl_easy_init() else {
-            pending.continuation.resume(throwing: DownloadError(
-                .transport, "libcurl could not create a handle", url: pending.request.url.absoluteString))
+            pending.complete(.failure(DownloadError(
+                .transport, "libcurl could not create a handle", url: pending.request.url.absoluteString)))
             return
         }
         let transfer = CurlTransfer(pending: pending, easy: easy, core: self)
@@ -310,21 +312,21 @@ final class EngineCore: @unchecked Sendable {
             let result = transfer.completedWithoutRequest()
             recycle(easy)
             completedCount.add(1, ordering: .relaxed)
-            pending.continuation.resume(returning: result)
+            pending.complete(.success(result))
             return
         }
         if let error = transfer.configure() {
             // (A handle that refused an option is not trusted with another transfer.)
             curl_easy_cleanup(easy)
-            pending.continuation.resume(throwing: error)
+            pending.complete(.failure(error))
             return
         }
         let added = curl_multi_add_handle(multi, easy)
         guard added == CURLM_OK else {
             recycle(easy)
-            pending.continuation.resume(throwing: DownloadError(
+            pending.complete(.failure(DownloadError(
                 .transport, "libcurl refused the transfer: \(String(cString: curl_multi_strerror(added)))",
-                url: pending.request.url.absoluteString))
+                url: pending.request.url.absoluteString)))
             return
         }
         transfers[easy] = transfer
@@ -363,10 +365,10 @@ final class EngineCore: @unchecked Sendable {
                 logger.debug("transfer finished", metadata: [
                     "id": "\(transfer.id)", "status": "\(result.status)", "bytes": "\(result.bytesReceived)",
                 ])
-                transfer.pending.continuation.resume(returning: result)
+                transfer.pending.complete(.success(result))
             case .failure(let error):
                 logger.debug("transfer failed", metadata: ["id": "\(transfer.id)", "error": "\(error)"])
-                transfer.pending.continuation.resume(throwing: error)
+                transfer.pending.complete(.failure(error))
             }
         }
     }
@@ -378,10 +380,10 @@ final class EngineCore: @unchecked Sendable {
             completedCount.add(1, ordering: .relaxed)
             var error = cancelledError(transfer.pending.request)
             error.checkpoint = transfer.cancellationCheckpoint
-            transfer.pending.continuation.resume(throwing: error)
+            transfer.pending.complete(.failure(error))
         } else if let pending = waiting.remove(where: { $0.token.id == id }) {
             queuedCount.subtract(1, ordering: .relaxed)
-            pending.continuation.resume(throwing: cancelledError(pending.request))
+            pending.complete(.failure(cancelledError(pending.request)))
         }
     }
 
@@ -430,7 +432,7 @@ final class EngineCore: @unchecked Sendable {
             var error = DownloadError(
                 .engineShutDown, "the engine was shut down", url: transfer.pending.request.url.absoluteString)
             error.checkpoint = transfer.cancellationCheckpoint
-            transfer.pending.continuation.resume(throwing: error)
+            transfer.pending.complete(.failure(error))
         }
         let late = inbox.withLock { inbox -> [PendingTransfer] in
             defer { inbox.submissions.removeAll() }
@@ -439,8 +441,8 @@ final class EngineCore: @unchecked Sendable {
         for pending in late { waiting.append(pending) }
         while let pending = waiting.popFirst() {
             queuedCount.subtract(1, ordering: .relaxed)
-            pending.continuation.resume(throwing: DownloadError(
-                .engineShutDown, "the engine was shut down", url: pending.request.url.absoluteString))
+            pending.complete(.failure(DownloadError(
+                .engineShutDown, "the engine was shut down", url: pending.request.url.absoluteString)))
         }
     }
 }

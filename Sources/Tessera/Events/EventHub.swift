@@ -1,55 +1,82 @@
 import Synchronization
 
-/// Fans events out to every subscriber's stream. Conditions that hold tasks back (a full disk,
+/// Fans events out to every subscriber's queue. Conditions that hold tasks back (a full disk,
 /// no network) are also kept: a new subscriber hears of the ones that hold now first, so no
 /// subscriber is left looking at `waiting` without a word.
 final class EventHub: Sendable {
-    private let subscribers = Locked<[UInt64: AsyncStream<DownloadEvent>.Continuation]>([:])
-    private let conditions = Locked<[DownloadNotice.Kind: DownloadNotice]>([:])
-    private let nextID = Atomic<UInt64>(0)
+    private struct State {
+        var subscribers: [UInt64: EventQueue<DownloadEvent>] = [:]
+        var conditions: [DownloadNotice.Kind: DownloadNotice] = [:]
+        var nextID: UInt64 = 0
+        var finished = false
+    }
+
+    private let state = Locked(State())
+    /// Whether anyone listens, readable without the lock (events are not built for nobody).
+    private let subscriberCount = Atomic<Int>(0)
 
     /// Whether anyone listens (events are not built for nobody).
-    var hasSubscribers: Bool { !subscribers.withLock { $0.isEmpty } }
+    var hasSubscribers: Bool { subscriberCount.load(ordering: .relaxed) > 0 }
 
-    func subscribe() -> AsyncStream<DownloadEvent> {
-        let id = nextID.wrappingAdd(1, ordering: .relaxed).newValue
-        let (stream, continuation) = AsyncStream.makeStream(of: DownloadEvent.self, bufferingPolicy: .unbounded)
-        continuation.onTermination = { [weak self] _ in
-            _ = self?.subscribers.withLock { $0.removeValue(forKey: id) }
+    func subscribe() -> DownloadEventStream {
+        let queue = EventQueue<DownloadEvent>()
+        let id = state.withLock { state -> UInt64? in
+            guard !state.finished else { return nil }
+            state.nextID += 1
+            state.subscribers[state.nextID] = queue
+            subscriberCount.store(state.subscribers.count, ordering: .relaxed)
+            for notice in state.conditions.values.sorted(by: { $0.kind.rawValue < $1.kind.rawValue }) {
+                queue.post(.notice(notice))
+            }
+            return state.nextID
         }
-        let held = conditions.withLock { conditions in
-            subscribers.withLock { $0[id] = continuation }
-            return conditions.values.sorted { $0.kind.rawValue < $1.kind.rawValue }
+        guard let id else {
+            queue.finish()
+            return DownloadEventStream(subscription: DownloadEventStream.Subscription(queue: queue, onEnd: {}))
         }
-        for notice in held { continuation.yield(.notice(notice)) }
-        return stream
+        return DownloadEventStream(subscription: DownloadEventStream.Subscription(
+            queue: queue, onEnd: { [weak self] in self?.unsubscribe(id) }))
+    }
+
+    private func unsubscribe(_ id: UInt64) {
+        state.withLock { state in
+            state.subscribers[id] = nil
+            subscriberCount.store(state.subscribers.count, ordering: .relaxed)
+        }
     }
 
     /// Emits a notice, and keeps or drops the condition it tells of.
     func emit(notice: DownloadNotice) {
-        conditions.withLock { conditions in
+        state.withLock { state in
             switch notice.kind {
-            case .diskSpaceCritical: conditions[.diskSpaceCritical] = notice
-            case .diskSpaceRecovered: conditions[.diskSpaceCritical] = nil
-            case .networkLost: conditions[.networkLost] = notice
-            case .networkRestored: conditions[.networkLost] = nil
+            case .diskSpaceCritical: state.conditions[.diskSpaceCritical] = notice
+            case .diskSpaceRecovered: state.conditions[.diskSpaceCritical] = nil
+            case .networkLost: state.conditions[.networkLost] = notice
+            case .networkRestored: state.conditions[.networkLost] = nil
             case .diskSpaceLow, .meteredNetwork, .storeFailure: break
             }
-            emit(.notice(notice))
+            // Under the lock: a subscriber added meanwhile gets the condition or this event, once.
+            for queue in state.subscribers.values { queue.post(.notice(notice)) }
         }
     }
 
     func emit(_ event: DownloadEvent) {
-        for continuation in subscribers.withLock({ Array($0.values) }) {
-            continuation.yield(event)
+        state.withLock { state in
+            for queue in state.subscribers.values { queue.post(event) }
         }
     }
 
+    /// Ends every subscriber's stream (after the events already emitted); later subscribers get
+    /// a stream that has ended.
     func finish() {
-        let all = subscribers.withLock { subscribers -> [AsyncStream<DownloadEvent>.Continuation] in
-            defer { subscribers.removeAll() }
-            return Array(subscribers.values)
+        let all = state.withLock { state -> [EventQueue<DownloadEvent>] in
+            state.finished = true
+            defer {
+                state.subscribers.removeAll()
+                subscriberCount.store(0, ordering: .relaxed)
+            }
+            return Array(state.subscribers.values)
         }
-        for continuation in all { continuation.finish() }
+        for queue in all { queue.finish() }
     }
 }

@@ -40,12 +40,18 @@ enum FileOperations {
     /// files stay as they were. (Where the file system cannot refuse a replacement atomically,
     /// the check and the move are two steps.)
     static func moveWithoutReplacing(_ source: String, to destination: String) throws(DownloadError) -> Bool {
-        try createParent(of: destination)
-        switch tessera_rename_noreplace(source, destination) {
+        var result = tessera_rename_noreplace(source, destination)
+        if result == -1, errno == ENOENT, exists(source) {
+            // The destination's directory is missing (the source is there): made, then again.
+            try createParent(of: destination)
+            result = tessera_rename_noreplace(source, destination)
+        }
+        switch result {
         case 0:
             return true
         case -2:
             if exists(destination) { return false }
+            try createParent(of: destination)
             try rename(source, to: destination)
             return true
         default:
@@ -53,6 +59,7 @@ enum FileOperations {
             if errno == EXDEV {
                 // Another file system: copied, then the source goes.
                 if exists(destination) { return false }
+                try createParent(of: destination)
                 try copy(source, to: destination)
                 remove(source)
                 return true

@@ -42,8 +42,8 @@ public actor DownloadTaskManager {
     nonisolated let layout: FileLayout
     nonisolated let diskGate: DiskGate?
     nonisolated let executor: BlockingExecutor
-    private nonisolated let inbox: AsyncStream<RunTicket>.Continuation
-    private let inboxStream: AsyncStream<RunTicket>
+    /// Runs whose mailboxes have something: taken in batches (one hop to the actor per batch).
+    private nonisolated let inbox = EventQueue<RunTicket>()
 
     private var scheduler: Scheduler
     private var tasks: [DownloadTaskID: ManagedTask] = [:]
@@ -51,8 +51,8 @@ public actor DownloadTaskManager {
     private var addedOrder: [ManagedTask] = []
     private var groups: [String: GroupEntry] = [:]
     private var nextSequence = 0
-    /// Output paths, by the task that owns them.
-    private var claims: [String: DownloadTaskID] = [:]
+    /// Output paths, by the task that owns them (runs claim the names responses give themselves).
+    nonisolated let claims = OutputClaims()
     /// What the store has not been told yet, in order (written once per tick); the index of
     /// each task's last change, so a change that only updates it merges into that one.
     private var unsaved: [StoreChange] = []
@@ -93,7 +93,6 @@ public actor DownloadTaskManager {
             DiskGate(policy: policy, paths: [configuration.downloadRoot] + (cache.map { [$0.directory] } ?? []))
         }
         executor = BlockingExecutor(threads: 2)
-        (inboxStream, inbox) = AsyncStream.makeStream(of: RunTicket.self)
         scheduler = Scheduler(
             limits: Scheduler.Limits(
                 tasks: configuration.maxConcurrentTasks, segments: configuration.maxConcurrentSegments,
@@ -137,6 +136,30 @@ public actor DownloadTaskManager {
     public func start(_ entity: DownloadBaseEntity) async throws(DownloadError) -> DownloadTaskInfo {
         let redo = await outputsAreMissing(entity.taskID)
         return try add(entity, mode: .download, start: true, redo: redo)
+    }
+
+    /// Starts the tasks of several entities, in order, each as ``start(_:)`` (or, with `cacheOnly`,
+    /// ``startCache(_:)``) would: one call for a whole list of inputs. Each result is the task, or
+    /// why that entity could not be added; the others are added all the same.
+    public func start(contentsOf entities: [DownloadBaseEntity], cacheOnly: Bool = false) async
+        -> [Result<DownloadTaskInfo, DownloadError>]
+    {
+        var results: [Result<DownloadTaskInfo, DownloadError>] = []
+        results.reserveCapacity(entities.count)
+        for entity in entities {
+            do throws(DownloadError) {
+                if cacheOnly {
+                    results.append(.success(try startCache(entity)))
+                } else {
+                    // (Only a known, completed task is looked at on disk.)
+                    let redo = tasks[entity.taskID] != nil ? await outputsAreMissing(entity.taskID) : false
+                    results.append(.success(try add(entity, mode: .download, start: true, redo: redo)))
+                }
+            } catch {
+                results.append(.failure(error))
+            }
+        }
+        return results
     }
 
     /// Adds the entity's task in cache-only mode: its segments are fetched into the segment
@@ -221,7 +244,8 @@ public actor DownloadTaskManager {
         let snapshot = info(task, state: .removed)
         tasks[id] = nil
         task.isRemoved = true
-        releaseClaims(of: task)
+        // (Also the names its run claimed that the manifest does not show yet.)
+        claims.releaseAll(of: id)
         leaveGroup(task)
         save(.remove(id))
         hub.emit(.taskRemoved(id))
@@ -348,7 +372,7 @@ public actor DownloadTaskManager {
     /// Every event from now on, in order. Each call returns a new stream; it ends when the
     /// subscriber stops iterating, or at ``shutdown()``. A condition that holds tasks back now
     /// (a full disk, no network) is told first, as a notice.
-    public nonisolated func events() -> AsyncStream<DownloadEvent> {
+    public nonisolated func events() -> DownloadEventStream {
         hub.subscribe()
     }
 
@@ -450,10 +474,10 @@ public actor DownloadTaskManager {
                 tasks[id]?.run?.task.cancel()
                 tasks[id]?.run?.events.finish()
             case .share(let id, let generation, let limit):
-                if let run = tasks[id]?.run, run.ticket.generation == generation { run.events.yield(.share(limit)) }
+                if let run = tasks[id]?.run, run.ticket.generation == generation { run.events.post(.share(limit)) }
             case .grant(let id, let generation, let host, let count):
                 if let run = tasks[id]?.run, run.ticket.generation == generation {
-                    run.events.yield(.granted(host: host, count: count))
+                    run.events.post(.granted(host: host, count: count))
                 }
             case .changed(let id, let from, let to):
                 guard let task = tasks[id] else { continue }
@@ -483,8 +507,8 @@ public actor DownloadTaskManager {
         guard let task = tasks[id], !isShutDown else { return }
         let ticket = RunTicket(id: id, generation: generation)
         let inbox = self.inbox
-        let mailbox = RunMailbox(ticket: ticket) { inbox.yield($0) }
-        let (events, sink) = AsyncStream.makeStream(of: RunEvent.self)
+        let mailbox = RunMailbox(ticket: ticket) { inbox.post($0) }
+        let events = EventQueue<RunEvent>()
         let progress = TaskProgress()
         let start = RunStart(
             manifest: task.manifest, resolveCount: task.resolveCount, isFresh: task.manifest == nil,
@@ -494,12 +518,12 @@ public actor DownloadTaskManager {
             mailbox: mailbox,
             services: RunServices(
                 engine: engine, cache: cache, executor: executor, layout: layout, configuration: configuration,
-                diskGate: diskGate),
-            events: events, eventSink: sink)
+                diskGate: diskGate, claims: claims),
+            events: events, baseSeed: TaskRun.baseSeed(for: id, configured: configuration.randomSeed))
         let previous = task.run?.task
         task.progress = progress
         task.run = RunHandle(
-            ticket: ticket, mailbox: mailbox, shared: run.shared, events: sink,
+            ticket: ticket, mailbox: mailbox, shared: run.shared, events: events,
             task: Task {
                 // A stopped run may still be letting go of its files: it finishes first.
                 await previous?.value
@@ -541,41 +565,22 @@ public actor DownloadTaskManager {
         return (named, changed)
     }
 
-    /// A run names an output: `proposal` (a response's name) or, when `nil`, the output's own
-    /// name. The task claims the first of `name`, `name.1`, `name.2`, … that no other task's
-    /// output holds and that is not in `taken` (paths the run found occupied on disk: it checks
-    /// the disk, off the actor, and asks again). Returns the path, or `nil` when the task moved on.
-    func runClaimsName(_ ticket: RunTicket, output index: Int, proposal: String?, taken: Set<String>) -> String? {
-        guard let task = current(ticket), var manifest = task.manifest, index < manifest.outputs.count else { return nil }
+    /// A run named output `index` `name` (claimed in ``claims``; `original` is the name it was
+    /// made from): the task's manifest (and a plain download's title) says so from now on.
+    private func runNamedOutput(_ ticket: RunTicket, output index: Int, name: String, original: String) {
+        guard let task = current(ticket), var manifest = task.manifest, index < manifest.outputs.count,
+            name != manifest.outputs[index].name
+        else { return }
         let key = "tessera.originalName.\(index)"
-        let original = proposal.map { SafePath.sanitizedFileName($0, fallback: manifest.outputs[index].name) }
-            ?? manifest.metadata[key] ?? manifest.outputs[index].name
-        let current = layout.outputPath(entity: task.entity, output: manifest.outputs[index])
-        if claims[current] == task.id { claims[current] = nil }
-        var candidate = original
-        var number = 0
-        var renamed = manifest.outputs[index]
-        while true {
-            renamed.name = candidate
-            let path = layout.outputPath(entity: task.entity, output: renamed)
-            if claims[path] == nil || claims[path] == task.id, !taken.contains(path) { break }
-            number += 1
-            candidate = Self.numbered(original, number)
-        }
-        if candidate != original { manifest.metadata[key] = original } else { manifest.metadata[key] = nil }
-        let path = layout.outputPath(entity: task.entity, output: renamed)
-        claims[path] = task.id
-        guard candidate != task.manifest?.outputs[index].name else { return path }
-        manifest.outputs[index].name = candidate
+        manifest.metadata[key] = name != original ? original : nil
+        let previous = manifest.outputs[index].name
+        manifest.outputs[index].name = name
         // A plain download's title is its file's name; a manifest of several outputs keeps its own.
-        if manifest.outputs.count == 1,
-            manifest.title == nil || manifest.title == task.entity.title || manifest.title == task.manifest?.outputs[index].name
-        {
-            manifest.title = candidate
+        if manifest.outputs.count == 1, manifest.title == nil || manifest.title == task.entity.title || manifest.title == previous {
+            manifest.title = name
         }
         task.setManifest(manifest, layout: layout)
         save(.update(taskRecord(task, state: state(of: task))))
-        return path
     }
 
     private func current(_ ticket: RunTicket) -> ManagedTask? {
@@ -584,7 +589,12 @@ public actor DownloadTaskManager {
         return task
     }
 
-    /// Takes what runs posted (slot counts, reports) and applies it in order.
+    /// Takes what runs posted (slot counts, reports) and applies it, run by run in the order
+    /// they posted first.
+    private func drain(_ tickets: [RunTicket]) {
+        for ticket in tickets { drain(ticket) }
+    }
+
     private func drain(_ ticket: RunTicket) {
         guard let task = tasks[ticket.id], let run = task.run, run.ticket == ticket else { return }
         for item in run.mailbox.take() {
@@ -609,9 +619,8 @@ public actor DownloadTaskManager {
         switch report {
         case .downloading(let demand):
             apply(scheduler.handle(.resolved(ticket.id, generation: ticket.generation, demand: demand)))
-        case .named(let output, let proposal):
-            guard current(ticket) != nil else { return }
-            _ = runClaimsName(ticket, output: output, proposal: proposal, taken: [])
+        case .named(let output, let name, let original):
+            runNamedOutput(ticket, output: output, name: name, original: original)
         case .retrying(let error):
             guard scheduler.generation(of: ticket.id) == ticket.generation else { return }
             task.lastError = error
@@ -693,7 +702,7 @@ public actor DownloadTaskManager {
             var number = 0
             while assigned.contains(candidate) || isTaken(candidate, output: manifest.outputs[index], by: task) {
                 number += 1
-                candidate = Self.numbered(original, number)
+                candidate = OutputClaims.numbered(original, number)
             }
             assigned.insert(candidate)
             if candidate != original {
@@ -709,34 +718,21 @@ public actor DownloadTaskManager {
         var renamed = output
         renamed.name = name
         let path = layout.outputPath(entity: task.entity, output: renamed)
-        if let owner = claims[path], owner != task.id { return true }
+        if let owner = claims.holder(of: path), owner != task.id { return true }
         // An output named by the server is named (and checked against the disk) when finished.
         if output.isNamedByResponse { return false }
         return FileOperations.exists(path) || FileOperations.exists(FileLayout.partPath(path))
     }
 
-    /// `name.ext` → `name.1.ext` (in the last path component, shortened to leave room for the
-    /// number when it must be).
-    static func numbered(_ name: String, _ number: Int) -> String {
-        let slash = name.lastIndex(of: "/").map { name.index(after: $0) } ?? name.startIndex
-        let directory = name[..<slash]
-        let file = SafePath.fitted(String(name[slash...]), reserving: ".\(number)".utf8.count)
-        if let dot = file.lastIndex(of: "."), dot != file.startIndex {
-            return directory + file[..<dot] + ".\(number)" + file[dot...]
-        }
-        return directory + file + ".\(number)"
-    }
-
     private func claim(_ manifest: DownloadManifest, for task: ManagedTask) {
         for output in manifest.outputs where output.isSelected || task.mode == .cacheOnly {
-            claims[layout.outputPath(entity: task.entity, output: output)] = task.id
+            claims.claim(layout.outputPath(entity: task.entity, output: output), for: task.id)
         }
     }
 
     private func releaseClaims(of task: ManagedTask) {
         for output in task.manifest?.outputs ?? [] {
-            let path = layout.outputPath(entity: task.entity, output: output)
-            if claims[path] == task.id { claims[path] = nil }
+            claims.release(layout.outputPath(entity: task.entity, output: output), of: task.id)
         }
     }
 
@@ -942,11 +938,11 @@ public actor DownloadTaskManager {
     private func startOnce() {
         guard !started else { return }
         started = true
-        let stream = inboxStream
+        let inbox = self.inbox
         inboxDrain = Task { [weak self] in
-            for await ticket in stream {
+            while let tickets = await inbox.take() {
                 guard let self else { return }
-                await self.drain(ticket)
+                await self.drain(tickets)
             }
         }
         if let policy = configuration.diskSpace {
@@ -1233,7 +1229,7 @@ struct RunHandle {
     let ticket: RunTicket
     let mailbox: RunMailbox
     let shared: RunShared
-    let events: AsyncStream<RunEvent>.Continuation
+    let events: EventQueue<RunEvent>
     let task: Task<Void, Never>
 }
 

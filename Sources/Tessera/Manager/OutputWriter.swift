@@ -201,6 +201,9 @@ final class OutputWriter: Sendable {
         return nil
     }
 
+    /// Whether finished segments wait for their places.
+    var hasParked: Bool { state.withLock { !$0.parked.isEmpty } }
+
     /// Keeps a finished segment until its place is known.
     func park(_ segment: Int, _ parked: Parked) {
         state.withLock { $0.parked[segment] = parked }

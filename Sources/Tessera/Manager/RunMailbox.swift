@@ -9,8 +9,9 @@ struct RunTicket: Hashable, Sendable {
 enum RunReport: Sendable {
     /// The run has its manifest, named and checked, and wants these segment slots at once.
     case downloading(demand: [String: Int])
-    /// A response proposed a name for an output (shown until the output is finished and named).
-    case named(output: Int, proposal: String)
+    /// The run named an output `name` (claimed already; made from `original`, a response's name
+    /// or the manifest's).
+    case named(output: Int, name: String, original: String)
     /// An error the run retries (another attempt, URL or resolve): subscribers hear of it.
     case retrying(DownloadError)
     /// The run resolves the entity again (stale URLs, expiry, a changed resource).

@@ -1,3 +1,4 @@
+import CTesseraSystem
 import Foundation
 
 #if canImport(Glibc)
@@ -50,6 +51,10 @@ final class TaskJournal: Sendable {
         var pendingSizes: [(output: Int, segment: Int, size: Int64)] = []
         var lastCommit: UInt64 = 0
         var snapshotFiles: [Int32] = [-1, -1]
+        /// Bytes allocated to each snapshot file (written in place, never shrunk).
+        var snapshotReserved: [Int64] = [0, 0]
+        /// Bytes allocated to the size log beyond what it holds.
+        var sizeLogReserved: Int64 = 0
         var sizeLog: Int32 = -1
         var sizeLogLength: Int64 = 0
         var closed = false
@@ -182,11 +187,15 @@ final class TaskJournal: Sendable {
             state.sequence += 1
             let slot = Int(state.sequence % 2)
             let bytes = Self.encode(state.outputs, sequence: state.sequence)
-            let descriptor = try descriptorFor(slot: slot, &state)
-            try Self.writeAll(bytes, to: descriptor, at: 0, path: path(slot: slot))
-            if ftruncate(descriptor, off_t(bytes.count)) != 0 {
-                throw FileOperations.systemError(errno, "could not size \(path(slot: slot))")
+            // Both snapshot files exist, with room, from the first commit on: a disk that fills
+            // up later (the downloads' own bytes) still takes every commit, written in place.
+            // (Bytes after a snapshot are ignored when it is read, so files are never cut.)
+            for other in [1 - slot, slot] where state.snapshotFiles[other] < 0 {
+                _ = try descriptorFor(slot: other, &state)
             }
+            let descriptor = try descriptorFor(slot: slot, &state)
+            reserve(Int64(bytes.count) * 2, in: descriptor, reserved: &state.snapshotReserved[slot])
+            try Self.writeAll(bytes, to: descriptor, at: 0, path: path(slot: slot))
             state.dirty = false
             state.failed = nil
         } catch {
@@ -219,6 +228,13 @@ final class TaskJournal: Sendable {
             writer.append(UInt32(truncatingIfNeeded: FNV.hash(writer.bytes)))
             bytes += writer.bytes
         }
+        if state.sizeLogLength + Int64(bytes.count) > state.sizeLogReserved {
+            // Room ahead of the log (the file's length stays what it holds), while there is room.
+            let wanted = max(state.sizeLogLength + Int64(bytes.count) * 2, state.sizeLogLength + Self.reserveStep)
+            if tessera_fallocate_keep_size(state.sizeLog, state.sizeLogLength, wanted - state.sizeLogLength) == 0 {
+                state.sizeLogReserved = wanted
+            }
+        }
         try Self.writeAll(bytes, to: state.sizeLog, at: state.sizeLogLength, path: basePath + ".sizes")
         state.sizeLogLength += Int64(bytes.count)
         state.pendingSizes.removeAll(keepingCapacity: true)
@@ -235,7 +251,22 @@ final class TaskJournal: Sendable {
         }
         guard descriptor >= 0 else { throw FileOperations.systemError(errno, "could not open \(path(slot: slot))") }
         state.snapshotFiles[slot] = descriptor
+        var info = stat()
+        state.snapshotReserved[slot] = fstat(descriptor, &info) == 0 ? Int64(info.st_size) : 0
+        reserve(Self.reserveStep, in: descriptor, reserved: &state.snapshotReserved[slot])
         return descriptor
+    }
+
+    /// Space allocated ahead in a journal file: what the journal writes later needs no new
+    /// blocks (a full disk cannot refuse it).
+    static let reserveStep: Int64 = 16 << 10
+
+    /// Makes `descriptor`'s file at least `bytes` long, allocated (best effort: a disk that is
+    /// full, or a file system that cannot, leaves it as it is).
+    private func reserve(_ bytes: Int64, in descriptor: Int32, reserved: inout Int64) {
+        guard bytes > reserved else { return }
+        let wanted = max(bytes, reserved + Self.reserveStep)
+        if tessera_fallocate(descriptor, 0, wanted) == 0 { reserved = wanted }
     }
 
     private static func closeFiles(_ state: inout State) {

@@ -40,7 +40,7 @@ extension TaskRun {
     /// One pass over the outputs: every piece of work that is not done gets a slot in turn, until
     /// every output is finished, or something sends the run back to resolving, or it fails.
     func download(
-        _ manifest: DownloadManifest, writers: [Int: OutputWriter], events: inout AsyncStream<RunEvent>.Iterator,
+        _ manifest: DownloadManifest, writers: [Int: OutputWriter], events: inout EventQueue<RunEvent>.Iterator,
         demanded: Bool
     ) async throws -> PassOutcome {
         var loop = DownloadLoop(run: self, manifest: manifest, writers: writers)
@@ -74,6 +74,8 @@ struct DownloadLoop {
     private var retriedOutputs: Set<Int> = []
     /// Set when the pass must end: no new work starts, and it ends once nothing runs.
     private var ending: Result<TaskRun.PassOutcome, any Error>?
+    /// Transfers started without a task of their own.
+    private let inFlight = InFlightTransfers()
 
     init(run: TaskRun, manifest: DownloadManifest, writers: [Int: OutputWriter]) {
         self.run = run
@@ -82,7 +84,7 @@ struct DownloadLoop {
     }
 
     /// `demanded` when the manager already has this pass's first demand (a fresh task).
-    mutating func run(events: inout AsyncStream<RunEvent>.Iterator, demanded: Bool) async throws -> TaskRun.PassOutcome {
+    mutating func run(events: inout EventQueue<RunEvent>.Iterator, demanded: Bool) async throws -> TaskRun.PassOutcome {
         var demand: [String: Int] = [:]
         for (index, writer) in writers.sorted(by: { $0.key < $1.key }) {
             switch writer.kind {
@@ -117,6 +119,8 @@ struct DownloadLoop {
             }
             // The stream ended: the run was cancelled.
             group.cancelAll()
+            inFlight.cancelAll(on: run.services.engine)
+            await inFlight.drained()
             throw CancellationError()
         }
     }
@@ -134,13 +138,24 @@ struct DownloadLoop {
             share = limit
 
         case .finished(let work, let host, let result):
-            running -= 1
-            handleResult(result, of: work, host: host, in: &group)
-            // The slot: kept for the next work of its host while within the share, else given back.
-            if ending == nil, heldTotal <= share, (queuedCount[host] ?? 0) > 0 {
-                useSlot(host, in: &group, reused: true)
-            } else {
-                releaseSlot(host)
+            workEnded(work, host: host, result, in: &group)
+
+        case .quickEnded(let work, let host, _, let end):
+            switch end {
+            case .result(let result):
+                workEnded(work, host: host, result, in: &group)
+            case .handOver(let attempt):
+                guard ending == nil, case .segment(let output, let segment) = work, let writer = writers[output] else {
+                    // The pass ends: what the attempt did is not taken up (its bytes are in the journal).
+                    run.progress.abandon(job: attempt.job)
+                    workEnded(work, host: host, .idle, in: &group)
+                    return
+                }
+                let run = self.run
+                group.addTask {
+                    let result = await run.fetchSegment(segment, of: writer, retry: nil, started: attempt)
+                    run.events.post(.finished(work, host: host, result))
+                }
             }
 
         case .due(let work, _):
@@ -159,8 +174,17 @@ struct DownloadLoop {
             for (host, count) in demand { run.mailbox.demand(host, count) }
 
         case .named(let output, let proposal):
+            // Claimed now (shown until the output is finished and named).
             proposals[output] = proposal
-            run.mailbox.report(.named(output: output, proposal: proposal))
+            if let writer = writers[output] { run.claimName(of: writer, original: originalName(of: output), taken: []) }
+
+        case .needsAnotherName(let output):
+            guard let writer = writers[output] else { return }
+            let run = self.run, original = originalName(of: output), taken: Set = [writer.finalPath]
+            group.addTask {
+                let error = await run.finalize(writer, original: original, taken: taken)
+                run.events.post(.finalized(output: output, error))
+            }
 
         case .finalized(let output, let error):
             finalizing.remove(output)
@@ -181,6 +205,18 @@ struct DownloadLoop {
                 return
             }
             end(.failure(error), cancelling: &group)
+        }
+    }
+
+    /// A piece of work ended: its result is applied, and its slot is kept for the next work of
+    /// its host while within the share, else given back.
+    private mutating func workEnded(_ work: RunWork, host: String, _ result: RunWorkResult, in group: inout ThrowingDiscardingTaskGroup<any Error>) {
+        running -= 1
+        handleResult(result, of: work, host: host, in: &group)
+        if ending == nil, heldTotal <= share, (queuedCount[host] ?? 0) > 0 {
+            useSlot(host, in: &group, reused: true)
+        } else {
+            releaseSlot(host)
         }
     }
 
@@ -267,9 +303,30 @@ struct DownloadLoop {
             guard let writer = writers[output], !writer.isDone(segment) else { return false }
             let state = retries.removeValue(forKey: work) ?? resumeState(segment, of: writer)
             running += 1
+            if state == nil {
+                // The common case: the request goes out from here, its end comes back as an event.
+                let key = inFlight.reserve()
+                let inFlight = self.inFlight, events = run.events
+                let start = run.startSegment(segment, of: writer) { end in
+                    inFlight.ended(key)
+                    switch end {
+                    case .done: events.post(.quickEnded(work, host: host, transfer: key, .result(.done)))
+                    case .handOver(let attempt): events.post(.quickEnded(work, host: host, transfer: key, .handOver(attempt)))
+                    }
+                }
+                switch start {
+                case .started(let handle):
+                    inFlight.started(key, handle)
+                    return true
+                case .ended:
+                    return true
+                case .needsTask:
+                    inFlight.ended(key)
+                }
+            }
             group.addTask {
                 let result = await run.fetchSegment(segment, of: writer, retry: state)
-                run.eventSink.yield(.finished(work, host: host, result))
+                run.events.post(.finished(work, host: host, result))
             }
             return true
         case .piece(let output, let attemptKey):
@@ -288,9 +345,24 @@ struct DownloadLoop {
             let retry = attemptKey.flatMap { pieceRetries.removeValue(forKey: $0) }
             if let attemptKey, let retry { pieceRetries[attemptKey] = retry }
             running += 1
+            let key = inFlight.reserve()
+            let inFlight = self.inFlight, events = run.events
+            let start = run.startPiece(pieceID, piece, of: writer, retry: retry) { result in
+                inFlight.ended(key)
+                events.post(.quickEnded(work, host: host, transfer: key, .result(result)))
+            }
+            switch start {
+            case .started(let handle):
+                inFlight.started(key, handle)
+                return true
+            case .ended:
+                return true
+            case .needsTask:
+                inFlight.ended(key)
+            }
             group.addTask {
                 let result = await run.fetchPiece(pieceID, piece, of: writer, retry: retry)
-                run.eventSink.yield(.finished(work, host: host, result))
+                run.events.post(.finished(work, host: host, result))
             }
             return true
         }
@@ -470,20 +542,46 @@ struct DownloadLoop {
         let run = self.run
         group.addTask {
             try? await run.configuration.sleeper.sleep(for: delay)
-            run.eventSink.yield(.due(work, host: host))
+            run.events.post(.due(work, host: host))
         }
     }
 
+    /// Finishes an output (``TaskRun/moveIntoPlace(_:)`` on the blocking executor, no task of its
+    /// own); a file found at its place sends it to ``TaskRun/finalize(_:original:taken:)`` for
+    /// another name.
     private mutating func finalize(_ output: Int, in group: inout ThrowingDiscardingTaskGroup<any Error>) {
         guard let writer = writers[output], !finalizing.contains(output), !finalized.contains(output)
         else { return }
         finalizing.insert(output)
         let run = self.run
-        let proposal = writer.namedByResponse ? proposals[output] : nil
-        group.addTask {
-            let error = await run.finalize(writer, proposal: proposal)
-            run.eventSink.yield(.finalized(output: output, error))
+        switch writer.kind {
+        case .cacheOnly, .separate:
+            run.events.post(.finalized(output: output, nil))
+            return
+        case .single, .ordered, .pieces:
+            break
         }
+        if writer.namedByResponse { run.claimName(of: writer, original: originalName(of: output), taken: []) }
+        let key = inFlight.reserve()
+        let inFlight = self.inFlight
+        run.services.executor.submit {
+            let event: RunEvent
+            do throws(DownloadError) {
+                event = try run.moveIntoPlace(writer) ? .finalized(output: output, nil) : .needsAnotherName(output: output)
+            } catch {
+                event = .finalized(output: output, error)
+            }
+            run.events.post(event)
+            inFlight.ended(key)
+        }
+    }
+
+    /// The name output `index`'s names are made from: the one a response proposed (made safe),
+    /// else the one the manifest gave before any number was added.
+    private func originalName(of index: Int) -> String {
+        let output = manifest.outputs[index]
+        if let proposal = proposals[index] { return SafePath.sanitizedFileName(proposal, fallback: output.name) }
+        return manifest.metadata["tessera.originalName.\(index)"] ?? output.name
     }
 
     /// An output's bytes failed their checksum or size: everything of it is fetched again.
@@ -508,6 +606,7 @@ struct DownloadLoop {
         guard ending == nil || { if case .success(.reResolve) = ending! { return true } else { return false } }() else { return }
         ending = outcome
         group.cancelAll()
+        inFlight.cancelAll(on: run.services.engine)
     }
 
     /// The pass's outcome once it is over: every output finished, or an ending with nothing left

@@ -7,7 +7,7 @@ import Musl
 #endif
 
 /// Where a transfer's bytes went, as its hooks learn it on the engine thread.
-private final class Landing: Sendable {
+final class Landing: Sendable {
     private struct State {
         /// The offset in the output file, `nil` while the bytes go elsewhere (a stash, memory).
         var base: Int64?
@@ -40,34 +40,116 @@ extension TaskRun {
 
     // MARK: - Segments
 
-    /// Fetches one segment of an ordered, pieces, separate or cache-only output: from the cache
-    /// when it is there, else over its URLs as ``SegmentAttempt`` decides.
-    func fetchSegment(_ index: Int, of writer: OutputWriter, retry: RetryState?) async -> RunWorkResult {
-        let segment = writer.output.segments[index]
-        let urls = segment.urls
+    /// An attempt the run's loop started itself (``startSegment(_:of:onEnd:)``) and handed over
+    /// when its end needs more than bookkeeping: a failure to retry, a checksum to verify, a
+    /// stash to place.
+    struct StartedAttempt: Sendable {
+        let job: Int
+        let mirror: Int
+        let state: RetryState
+        let landing: Landing
+        let destination: TransferRequest.Destination
+        let result: Result<TransferResult, DownloadError>
+    }
+
+    /// How a segment started by ``startSegment(_:of:onEnd:)`` ended.
+    enum SegmentStart: Sendable {
+        /// Done, on the quick path: recorded already.
+        case done
+        /// Anything else: ``fetchSegment(_:of:retry:started:)`` takes it from there.
+        case handOver(StartedAttempt)
+    }
+
+    /// Starts a segment's first attempt without a task of its own, when nothing stands before
+    /// the request (no cache entry to look at, no server to wait for, nothing expired or
+    /// refused): the request goes to the engine at once, and `onEnd` is called (on the engine
+    /// thread) when it ends. A segment whose bytes land at their place and need no check is
+    /// finished right there; any other ending is handed over. ``QuickStart/needsTask`` when the
+    /// segment needs the full path (``fetchSegment(_:of:retry:started:)``).
+    func startSegment(_ index: Int, of writer: OutputWriter, onEnd: @escaping @Sendable (SegmentStart) -> Void) -> QuickStart {
+        if let cache = services.cache, writer.kind != .single, cache.contains(cacheKey(index, of: writer)) { return .needsTask }
+        if let expiresAt = manifestExpiry, expiresAt <= Date() { return .needsTask }
+        if services.diskGate?.refusal() != nil { return .needsTask }
+        let urls = writer.output.segments.urls(at: index)
+        var state = initialState(index, of: writer, urls: urls)
+        guard case .fetch(let mirror, _) = state.next, !writer.output.segments.isEncrypted(at: index) else { return .needsTask }
+        state.checkpoint = nil
+        let first = state
         let job = shared.nextJob()
-        defer { progress.abandon(job: job) }
-        if retry == nil, let outcome = await fromCache(index, of: writer) { return outcome }
+        let attempt = segmentRequest(index, of: writer, mirror: mirror, job: job, state: first)
+        let progress = self.progress
+        return .started(services.engine.start(attempt.request, progress: { update in
+            progress.update(job: job, bytes: update.bytesTaken)
+        }) { [self] result in
+            if case .success(let transferred) = result,
+                finishQuickly(index, of: writer, result: transferred, landing: attempt.landing, job: job)
+            {
+                progress.abandon(job: job)
+                CrashPoint.segmentDone.reach()
+                onEnd(.done)
+                return
+            }
+            onEnd(.handOver(StartedAttempt(
+                job: job, mirror: mirror, state: first, landing: attempt.landing, destination: attempt.request.destination,
+                result: result)))
+        })
+    }
+
+    /// How work started without a task of its own began.
+    enum QuickStart {
+        /// Its transfer runs; the handle stops it.
+        case started(TransferHandle)
+        /// It ended at once (its end was told).
+        case ended
+        /// It needs a task of its own (the full path).
+        case needsTask
+    }
+
+    /// A segment's retry state before its first attempt.
+    private func initialState(_ index: Int, of writer: OutputWriter, urls: [URL]) -> RetryState {
         let shared = self.shared
-        var state = retry ?? RetryState(
-            attempt: SegmentAttempt(
-                mirrorCount: urls.count, dead: Set(urls.indices.filter { shared.isDead(urls[$0]) }),
-                sharesFile: writer.kind == .pieces, policy: policy, seed: seed("\(writer.index)-\(index)")),
-            next: .fetch(mirror: 0, fromScratch: false), checkpoint: nil)
-        var action = retry?.next ?? state.attempt.start { shared.wait(for: urls[$0]) }
+        var attempt = SegmentAttempt(
+            mirrorCount: urls.count, dead: Set(urls.indices.filter { shared.isDead(urls[$0]) }),
+            sharesFile: writer.kind == .pieces, policy: policy, seed: seed(output: writer.index, segment: index))
+        let next = attempt.start { shared.wait(for: urls[$0]) }
+        return RetryState(attempt: attempt, next: next, checkpoint: nil)
+    }
+
+    /// Fetches one segment of an ordered, pieces, separate or cache-only output: from the cache
+    /// when it is there, else over its URLs as ``SegmentAttempt`` decides. `started` is a first
+    /// attempt the run's loop made itself (``startSegment(_:of:onEnd:)``): it is taken up where
+    /// it ended.
+    func fetchSegment(_ index: Int, of writer: OutputWriter, retry: RetryState?, started: StartedAttempt? = nil) async -> RunWorkResult {
+        let urls = writer.output.segments.urls(at: index)
+        let job = started?.job ?? shared.nextJob()
+        defer { progress.abandon(job: job) }
+        if retry == nil, started == nil, let outcome = await fromCache(index, of: writer) { return outcome }
+        let shared = self.shared
+        var state = started?.state ?? retry ?? initialState(index, of: writer, urls: urls)
+        var action = state.next
+        var pending = started
         while true {
             switch action {
             case .fetch(let mirror, let fromScratch):
-                if Task.isCancelled { return .idle }
-                if let expiresAt = manifestExpiry, expiresAt <= Date() {
-                    return .reResolve(DownloadError(.manifestExpired, "the manifest's URLs expired at \(expiresAt)"))
+                if pending == nil {
+                    if Task.isCancelled { return .idle }
+                    if let expiresAt = manifestExpiry, expiresAt <= Date() {
+                        return .reResolve(DownloadError(.manifestExpired, "the manifest's URLs expired at \(expiresAt)"))
+                    }
+                    if let refusal = services.diskGate?.refusal() { return .failed(refusal) }
                 }
-                if let refusal = services.diskGate?.refusal() { return .failed(refusal) }
                 if fromScratch { state.checkpoint = nil }
                 let resumed = (state.checkpoint?.0.bytesWritten ?? 0) > 0
                 let before = state.checkpoint?.0.bytesWritten ?? 0
                 do {
-                    let verdict = try await transfer(index, of: writer, mirror: mirror, job: job, state: &state)
+                    let verdict: Verdict
+                    if let attempt = pending {
+                        pending = nil
+                        let result = try record(attempt.result, destination: attempt.destination, landing: attempt.landing, mirror: mirror, state: &state)
+                        verdict = try await complete(index, of: writer, result: result, landing: attempt.landing, job: job)
+                    } else {
+                        verdict = try await transfer(index, of: writer, mirror: mirror, job: job, state: &state)
+                    }
                     switch verdict {
                     case .done:
                         CrashPoint.segmentDone.reach()
@@ -83,10 +165,13 @@ extension TaskRun {
                     if error.isCancellation || Task.isCancelled { return .idle }
                     progress.abandon(job: job)
                     let after = state.checkpoint?.0.bytesWritten ?? 0
+                    // What the failure says of the URL (dead, or a Retry-After) is known before the
+                    // next attempt is chosen: the first retry honours it too.
+                    noteFailure(error, url: urls[mirror], attempt: state.attempt, urls: urls)
                     action = state.attempt.next(after: .failed(error, progressed: after > before, resumed: resumed)) {
                         shared.wait(for: urls[$0])
                     }
-                    noteFailure(error, url: urls[mirror], attempt: state.attempt, urls: urls)
+                    noteFailure(error, url: nil, attempt: state.attempt, urls: urls)
                     if case .fetch = action { mailbox.report(.retrying(error)) }
                     if case .wait = action { mailbox.report(.retrying(error)) }
                 } catch {
@@ -107,16 +192,60 @@ extension TaskRun {
         }
     }
 
-    private enum Verdict {
+    enum Verdict {
         case done
         case checksumMismatch(DownloadError)
         case conflict(DownloadError)
+    }
+
+    /// One attempt's request, and where its bytes land.
+    struct AttemptRequest {
+        var request: TransferRequest
+        let landing: Landing
     }
 
     /// One attempt at a segment; on failure `state.checkpoint` tells what it left on disk.
     private func transfer(
         _ index: Int, of writer: OutputWriter, mirror: Int, job: Int, state: inout RetryState
     ) async throws -> Verdict {
+        let attempt = segmentRequest(index, of: writer, mirror: mirror, job: job, state: state)
+        let progress = self.progress
+        let outcome: Result<TransferResult, DownloadError>
+        do {
+            outcome = .success(try await services.engine.transfer(attempt.request) { update in
+                progress.update(job: job, bytes: update.bytesTaken)
+            })
+        } catch let error as DownloadError {
+            outcome = .failure(error)
+        }
+        let result = try record(outcome, destination: attempt.request.destination, landing: attempt.landing, mirror: mirror, state: &state)
+        return try await complete(index, of: writer, result: result, landing: attempt.landing, job: job)
+    }
+
+    /// Keeps what a failed attempt left on disk in `state` (to resume from), and throws its
+    /// error; returns a successful attempt's result.
+    private func record(
+        _ outcome: Result<TransferResult, DownloadError>, destination: TransferRequest.Destination, landing: Landing, mirror: Int,
+        state: inout RetryState
+    ) throws(DownloadError) -> TransferResult {
+        switch outcome {
+        case .success(let result):
+            state.checkpoint = nil
+            return result
+        case .failure(let error):
+            if let saved = error.checkpoint, saved.bytesWritten > 0, case .file = destination {
+                state.checkpoint = (saved, mirror: mirror)
+                state.checkpointOffset = landing.base
+            } else if error.checkpoint != nil {
+                state.checkpoint = nil
+            }
+            throw error
+        }
+    }
+
+    /// The request of one attempt at a segment: where its bytes go (its place in the output when
+    /// the place is known by the time the response comes, else its stash), what it resumes.
+    private func segmentRequest(_ index: Int, of writer: OutputWriter, mirror: Int, job: Int, state: RetryState) -> AttemptRequest {
         let segment = writer.output.segments[index]
         var headers = configuration.headers
         for field in segment.headers { headers.replaceOrAdd(name: field.name, value: field.value) }
@@ -179,27 +308,31 @@ extension TaskRun {
         request.onFlush = { onDisk in
             if let range = landing.flushed(onDisk) { writer.written(range) }
         }
-        let progress = self.progress
-        let result: TransferResult
-        do {
-            result = try await services.engine.transfer(request) { update in
-                progress.update(job: job, bytes: update.bytesTaken)
-            }
-        } catch let error as DownloadError {
-            if let saved = error.checkpoint, saved.bytesWritten > 0, case .file = request.destination {
-                state.checkpoint = (saved, mirror: mirror)
-                state.checkpointOffset = landing.base
-            } else if error.checkpoint != nil {
-                state.checkpoint = nil
-            }
-            throw error
+        return AttemptRequest(request: request, landing: landing)
+    }
+
+    /// Finishes a segment whose bytes are at their place and need no check (no checksum, not
+    /// encrypted, not stashed): the bookkeeping only, on any thread. `false` when the segment
+    /// needs ``complete(_:of:result:landing:job:)``.
+    private func finishQuickly(_ index: Int, of writer: OutputWriter, result: TransferResult, landing: Landing, job: Int) -> Bool {
+        let segments = writer.output.segments
+        guard !segments.isEncrypted(at: index), segments.checksum(at: index) == nil else { return false }
+        switch writer.kind {
+        case .ordered:
+            guard landing.base != nil, !writer.hasParked else { return false }
+        case .pieces:
+            break
+        case .separate, .cacheOnly, .single:
+            return false
         }
-        state.checkpoint = nil
-        return try await complete(index, of: writer, result: result, landing: landing, job: job)
+        writer.journal.update(writer.index) { $0.partials[index] = nil }
+        writer.setDone(index)
+        progress.finish(job: job, bytes: result.bytesWritten, completesSegment: true)
+        return true
     }
 
     /// The end of a successful transfer: verified, decrypted, put in place, recorded.
-    private func complete(
+    func complete(
         _ index: Int, of writer: OutputWriter, result: TransferResult, landing: Landing, job: Int
     ) async throws -> Verdict {
         let segment = writer.output.segments[index]
@@ -400,15 +533,75 @@ extension TaskRun {
 
     // MARK: - Single outputs
 
+    /// How a piece of a single output starts.
+    enum PieceStart {
+        /// It ends before any request (a server asked to wait, the disk is full).
+        case ended(RunWorkResult)
+        /// It needs a look at the cache first (``fetchPiece(_:_:of:retry:)``).
+        case needsCache
+        /// Its request.
+        case request(TransferRequest, mirror: Int, job: Int)
+    }
+
     /// One connection of a single output: the first request for the whole resource (it learns
     /// the length, the version and whether ranges may be asked for), or a range of it.
     func fetchPiece(
         _ pieceID: Int, _ piece: SingleOutputState.Piece, of writer: OutputWriter, retry: RetryState?
     ) async -> RunWorkResult {
+        if piece.isFirst, retry == nil, let written = await singleFromCache(writer) {
+            return .pieceEnded(pieceID: pieceID, error: nil, written: written, resumed: false)
+        }
+        switch startOfPiece(pieceID, piece, of: writer, retry: retry, lookingAtCache: false) {
+        case .ended(let result):
+            return result
+        case .needsCache:
+            preconditionFailure("the cache was looked at")
+        case .request(let request, let mirror, let job):
+            let progress = self.progress
+            let outcome: Result<TransferResult, DownloadError>
+            do {
+                outcome = .success(try await services.engine.transfer(request) { update in
+                    progress.update(job: job, bytes: update.bytesTaken)
+                })
+            } catch let error as DownloadError {
+                outcome = .failure(error)
+            } catch {
+                outcome = .failure(DownloadError(.cancelled, "cancelled"))
+            }
+            return pieceEnded(outcome, pieceID: pieceID, piece: piece, of: writer, mirror: mirror, job: job, retry: retry)
+        }
+    }
+
+    /// Starts a piece without a task of its own: its request goes to the engine at once and
+    /// `onEnd` gets the piece's result (on the engine thread, or at once when it cannot start).
+    /// ``QuickStart/needsTask`` when the piece needs ``fetchPiece(_:_:of:retry:)`` (the cache may
+    /// have the file).
+    func startPiece(
+        _ pieceID: Int, _ piece: SingleOutputState.Piece, of writer: OutputWriter, retry: RetryState?,
+        onEnd: @escaping @Sendable (RunWorkResult) -> Void
+    ) -> QuickStart {
+        switch startOfPiece(pieceID, piece, of: writer, retry: retry, lookingAtCache: true) {
+        case .needsCache:
+            return .needsTask
+        case .ended(let result):
+            onEnd(result)
+            return .ended
+        case .request(let request, let mirror, let job):
+            let progress = self.progress
+            return .started(services.engine.start(request, progress: { update in
+                progress.update(job: job, bytes: update.bytesTaken)
+            }) { [self] outcome in
+                onEnd(pieceEnded(outcome, pieceID: pieceID, piece: piece, of: writer, mirror: mirror, job: job, retry: retry))
+            })
+        }
+    }
+
+    /// What a piece does first: its request, or its end when it cannot start.
+    private func startOfPiece(
+        _ pieceID: Int, _ piece: SingleOutputState.Piece, of writer: OutputWriter, retry: RetryState?, lookingAtCache: Bool
+    ) -> PieceStart {
         let segment = writer.output.segments[0]
         let urls = segment.urls
-        let job = shared.nextJob()
-        defer { progress.abandon(job: job) }
         let mirror: Int
         switch retry?.next {
         case .fetch(let chosen, _), .wait(_, let chosen, _): mirror = chosen
@@ -416,15 +609,15 @@ extension TaskRun {
         }
         if retry == nil, let delay = shared.wait(for: urls[mirror]) {
             // A server asked not to be asked yet: wait (without the slot) and take the range then.
-            return .pieceEnded(pieceID: pieceID, error: DownloadError(
+            return .ended(.pieceEnded(pieceID: pieceID, error: DownloadError(
                 .httpStatus, "the server asked to wait \(delay) before asking again", url: urls[mirror].absoluteString,
-                httpStatus: 503, retryAfter: delay), written: 0, resumed: false)
+                httpStatus: 503, retryAfter: delay), written: 0, resumed: false))
         }
-        if piece.isFirst, retry == nil, let written = await singleFromCache(writer) {
-            return .pieceEnded(pieceID: pieceID, error: nil, written: written, resumed: false)
+        if lookingAtCache, piece.isFirst, retry == nil, let cache = services.cache, cache.contains(cacheKey(0, of: writer)) {
+            return .needsCache
         }
         if let refusal = services.diskGate?.refusal() {
-            return .pieceEnded(pieceID: pieceID, error: refusal, written: 0, resumed: false)
+            return .ended(.pieceEnded(pieceID: pieceID, error: refusal, written: 0, resumed: false))
         }
         var headers = configuration.headers
         for field in segment.headers { headers.replaceOrAdd(name: field.name, value: field.value) }
@@ -452,14 +645,20 @@ extension TaskRun {
         if piece.isFirst {
             request.onResponse = firstResponseHook(for: writer)
         }
-        let progress = self.progress
-        do {
-            let result = try await services.engine.transfer(request) { update in
-                progress.update(job: job, bytes: update.bytesTaken)
-            }
+        return .request(request, mirror: mirror, job: shared.nextJob())
+    }
+
+    /// A piece's result from its transfer's (on any thread).
+    private func pieceEnded(
+        _ outcome: Result<TransferResult, DownloadError>, pieceID: Int, piece: SingleOutputState.Piece, of writer: OutputWriter,
+        mirror: Int, job: Int, retry: RetryState?
+    ) -> RunWorkResult {
+        defer { progress.abandon(job: job) }
+        switch outcome {
+        case .success(let result):
             progress.finish(job: job, bytes: result.bytesWritten, completesSegment: false)
             return .pieceEnded(pieceID: pieceID, error: nil, written: result.bytesWritten, resumed: false)
-        } catch let error as DownloadError {
+        case .failure(let error):
             let written = error.checkpoint?.bytesWritten ?? 0
             if written > 0 { progress.finish(job: job, bytes: written, completesSegment: false) }
             if written > 0, writer.resource.length != nil, !writer.isJournaled {
@@ -467,11 +666,10 @@ extension TaskRun {
                 writer.startJournaling()
                 writer.written(piece.start..<piece.start + written)
             }
+            let urls = writer.output.segments.urls(at: 0)
             noteFailure(error, url: urls[mirror], attempt: retry?.attempt ?? SegmentAttempt(
                 mirrorCount: urls.count, sharesFile: true, policy: policy, seed: 0), urls: urls)
             return .pieceEnded(pieceID: pieceID, error: error, written: written, resumed: false)
-        } catch {
-            return .pieceEnded(pieceID: pieceID, error: DownloadError(.cancelled, "cancelled"), written: 0, resumed: false)
         }
     }
 
@@ -480,7 +678,7 @@ extension TaskRun {
     private func firstResponseHook(for writer: OutputWriter) -> @Sendable (TransferResponse) -> ResponseDecision {
         let splitting = configuration.splitting
         let engine = services.engine
-        let sink = eventSink
+        let sink = events
         let index = writer.index
         let progress = self.progress
         return { response in
@@ -503,10 +701,10 @@ extension TaskRun {
             if rangesAllowed, let length, writer.output.segments[0].range == nil {
                 connections = splitting.connections(forRest: length, rateLimited: engine.globalRateLimit != nil) - 1
             }
-            sink.yield(.resourceKnown(output: index, rangesAllowed: rangesAllowed, connections: connections))
+            sink.post(.resourceKnown(output: index, rangesAllowed: rangesAllowed, connections: connections))
             if writer.namedByResponse {
                 let proposal = ResponseNaming.fileName(url: response.effectiveURL, headers: response.headers)
-                sink.yield(.named(output: index, proposal: proposal))
+                sink.post(.named(output: index, proposal: proposal))
             }
             return .proceed
         }
@@ -532,68 +730,87 @@ extension TaskRun {
 
     /// Finishes an output whose segments are all done: its partial file cut to its size,
     /// checked against the manifest's size and checksum, and moved to its final place without
-    /// replacing any file. `nil` when done.
-    func finalize(_ writer: OutputWriter, proposal: String?) async -> DownloadError? {
+    /// replacing any file; a file found there sends it to the next free name. `original` is the
+    /// name the output's names are made from; `taken` the paths found occupied already. `nil`
+    /// when done.
+    func finalize(_ writer: OutputWriter, original: String, taken: Set<String> = []) async -> DownloadError? {
         switch writer.kind {
         case .cacheOnly, .separate:
             return nil
         case .single, .ordered, .pieces:
             break
         }
-        if writer.namedByResponse {
-            // The name the server gave (or the URL's), claimed now; a file there is found by the
-            // move below, which never replaces one.
-            guard let path = await manager.runClaimsName(ticket, output: writer.index, proposal: proposal, taken: []) else {
-                return DownloadError(.cancelled, "the task stopped")
-            }
-            writer.rename(to: path)
-        }
-        var taken = Set<String>()
+        var taken = taken
         for _ in 0..<100 {
-            let destination = writer.finalPath
-            let length: Int64? = switch writer.kind {
-            case .single: writer.resource.length
-            case .ordered: writer.orderedLength
-            default: writer.output.expectedSize ?? writer.output.knownSize
-            }
+            if !taken.isEmpty || writer.namedByResponse { claimName(of: writer, original: original, taken: taken) }
             do {
                 let moved = try await services.executor.run { () throws(DownloadError) -> Bool in
-                    let part = writer.partPath
-                    if !FileOperations.exists(part), FileOperations.exists(destination) {
-                        // Moved by an earlier run that stopped before recording it.
-                        try Self.verify(writer.output, at: destination)
-                        return true
-                    }
-                    // Every segment is in: the journal says so on disk before the output is
-                    // assembled, so a kill from here on fetches nothing again.
-                    writer.journal.commit()
-                    if !FileOperations.exists(part) { try FileOperations.createEmpty(part) }
-                    if let length, FileOperations.size(part) != length { try FileOperations.truncate(part, to: length) }
-                    if writer.kind == .single, let checksum = writer.output.segments[0].checksum {
-                        try checksum.verify(fileAt: part)
-                    }
-                    try Self.verify(writer.output, at: part)
-                    CrashPoint.assembled.reach()
-                    guard try FileOperations.moveWithoutReplacing(part, to: destination) else { return false }
-                    writer.journal.update(writer.index) { $0 = TaskJournal.Output() }
-                    self.fillCache(from: writer, at: destination)
-                    CrashPoint.moved.reach()
-                    return true
+                    try self.moveIntoPlace(writer)
                 }
                 if moved { return nil }
-                // A file is at the destination (it appeared since the name was chosen): another name.
-                taken.insert(destination)
-                guard let path = await manager.runClaimsName(
-                    ticket, output: writer.index, proposal: writer.namedByResponse ? proposal : nil, taken: taken)
-                else {
-                    return DownloadError(.cancelled, "the task stopped")
-                }
-                writer.rename(to: path)
             } catch {
                 return error
             }
+            // A file is at the destination (it appeared since the name was chosen): another name.
+            taken.insert(writer.finalPath)
         }
         return DownloadError(.writeFailed, "no free name was found for \(writer.output.name)")
+    }
+
+    /// Names an output: the first of `original`, `original.1`, … that no other task's output
+    /// holds and that is not in `taken` (paths found occupied on disk) is claimed for this task,
+    /// the writer moves its final path there, and the manager hears of it (for the task's
+    /// snapshots and the store). Any thread.
+    func claimName(of writer: OutputWriter, original: String, taken: Set<String>) {
+        let output = writer.output, layout = services.layout, entity = self.entity
+        let (name, path) = services.claims.claimFirstFree(original, for: id, releasing: writer.finalPath, taken: taken) { name in
+            var renamed = output
+            renamed.name = name
+            return layout.outputPath(entity: entity, output: renamed)
+        }
+        guard path != writer.finalPath else { return }
+        writer.rename(to: path)
+        mailbox.report(.named(output: writer.index, name: name, original: original))
+    }
+
+    /// Finishes an output whose segments are all in, at its final path as it stands: the partial
+    /// file cut to its size, checked, and moved there without replacing a file. `false` when a
+    /// file is there. Blocking (the executor's, or another thread that may block).
+    func moveIntoPlace(_ writer: OutputWriter) throws(DownloadError) -> Bool {
+        let destination = writer.finalPath
+        let part = writer.partPath
+        let length: Int64? = switch writer.kind {
+        case .single: writer.resource.length
+        case .ordered: writer.orderedLength
+        default: writer.output.expectedSize ?? writer.output.knownSize
+        }
+        var size = FileOperations.size(part)
+        if size == nil, FileOperations.exists(destination) {
+            // Moved by an earlier run that stopped before recording it.
+            try Self.verify(writer.output, at: destination)
+            return true
+        }
+        // Every segment is in: the journal says so on disk before the output is assembled, so a
+        // kill from here on fetches nothing again.
+        writer.journal.commit()
+        if size == nil {
+            try FileOperations.createEmpty(part)
+            size = 0
+        }
+        if let length, size != length {
+            try FileOperations.truncate(part, to: length)
+            size = length
+        }
+        if writer.kind == .single, let checksum = writer.output.segments[0].checksum {
+            try checksum.verify(fileAt: part)
+        }
+        try Self.verify(writer.output, at: part, size: size)
+        CrashPoint.assembled.reach()
+        guard try FileOperations.moveWithoutReplacing(part, to: destination) else { return false }
+        writer.journal.update(writer.index) { $0 = TaskJournal.Output() }
+        fillCache(from: writer, at: destination)
+        CrashPoint.moved.reach()
+        return true
     }
 
     /// Files the output's content-addressed segments (those with a checksum, which any entity
@@ -621,8 +838,8 @@ extension TaskRun {
         }
     }
 
-    static func verify(_ output: DownloadOutput, at path: String) throws(DownloadError) {
-        if let expected = output.expectedSize, let size = FileOperations.size(path), size != expected {
+    static func verify(_ output: DownloadOutput, at path: String, size known: Int64? = nil) throws(DownloadError) {
+        if let expected = output.expectedSize, let size = known ?? FileOperations.size(path), size != expected {
             throw DownloadError(.sizeMismatch, "\(output.name) has \(size) bytes, the manifest says \(expected)")
         }
         if let checksum = output.checksum { try checksum.verify(fileAt: path) }

@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import Logging
 
 /// What every run of a manager shares.
@@ -9,6 +10,8 @@ struct RunServices: Sendable {
     let layout: FileLayout
     let configuration: DownloadTaskManager.Configuration
     let diskGate: DiskGate?
+    /// Which task holds each output path.
+    let claims: OutputClaims
 }
 
 /// What reaches a run's loop: slots from the scheduler, and the ends of its own work.
@@ -28,6 +31,76 @@ enum RunEvent: Sendable {
     case named(output: Int, proposal: String)
     /// An output was finished (assembled, verified, moved into place), or could not be.
     case finalized(output: Int, DownloadError?)
+    /// A file is at an output's place: it needs another name.
+    case needsAnotherName(output: Int)
+    /// Work started without a task of its own (its transfer `transfer`) ended.
+    case quickEnded(RunWork, host: String, transfer: Int, QuickEnd)
+}
+
+/// How work started without a task of its own ended.
+enum QuickEnd: Sendable {
+    /// With this result.
+    case result(RunWorkResult)
+    /// A segment's first attempt that needs the full path from here (a retry, a check, a stash).
+    case handOver(TaskRun.StartedAttempt)
+}
+
+/// The transfers a run's loop started itself (no task of their own): stopped with the loop, and
+/// waited for before it returns.
+final class InFlightTransfers: Sendable {
+    private struct State {
+        var next = 0
+        var handles: [Int: TransferHandle] = [:]
+        var reserved: Set<Int> = []
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    private let state = Locked(State())
+
+    /// A number for a transfer about to start.
+    func reserve() -> Int {
+        state.withLock { state in
+            state.next += 1
+            state.reserved.insert(state.next)
+            return state.next
+        }
+    }
+
+    /// The transfer `key` started (unless it has ended already).
+    func started(_ key: Int, _ handle: TransferHandle) {
+        state.withLock { state in
+            if state.reserved.contains(key) { state.handles[key] = handle }
+        }
+    }
+
+    /// The transfer `key` ended, or never started.
+    func ended(_ key: Int) {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.reserved.remove(key)
+            state.handles[key] = nil
+            guard state.reserved.isEmpty else { return nil }
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Stops every transfer still running (each ends with a cancellation, as told to its end).
+    func cancelAll(on engine: CurlEngine) {
+        for handle in state.withLock({ Array($0.handles.values) }) { engine.cancel(handle) }
+    }
+
+    /// Returns once every transfer has ended.
+    func drained() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let now = state.withLock { state -> Bool in
+                if state.reserved.isEmpty { return true }
+                state.waiter = continuation
+                return false
+            }
+            if now { continuation.resume() }
+        }
+    }
 }
 
 /// A unit of work that holds one segment slot while it runs.
@@ -86,10 +159,12 @@ struct TaskRun: Sendable {
     let progress: TaskProgress
     let mailbox: RunMailbox
     let services: RunServices
-    /// The loop's events; the manager delivers grants into ``eventSink``.
-    let events: AsyncStream<RunEvent>
-    let eventSink: AsyncStream<RunEvent>.Continuation
+    /// The loop's events: the manager posts grants here, the run's work its ends.
+    let events: EventQueue<RunEvent>
     let shared = RunShared()
+    /// The run's seed for retry jitter: the configuration's (tests), else a random one, mixed
+    /// with the task's identity.
+    let baseSeed: UInt64
 
     var id: DownloadTaskID { ticket.id }
     var configuration: DownloadTaskManager.Configuration { services.configuration }
@@ -129,7 +204,7 @@ struct TaskRun: Sendable {
         } catch {
             ending = .stopped
         }
-        eventSink.finish()
+        events.finish()
         // What the journal has not written yet is written now (the next run reads it back).
         if let journal = shared.journal, journal.needsClosing {
             await services.executor.run { journal.close() }
@@ -153,7 +228,7 @@ struct TaskRun: Sendable {
         }
         var reResolves = 0
         var resetOutputs = Set<Int>()
-        var events = self.events.makeAsyncIterator()
+        var events = self.events.makeIterator()
         var fresh = start.isFresh
         while true {
             try Task.checkCancellation()
@@ -426,8 +501,29 @@ struct TaskRun: Sendable {
     }
 
     func seed(_ salt: String) -> UInt64 {
-        var seed = configuration.randomSeed ?? UInt64.random(in: 0...UInt64.max)
-        for byte in "\(id)/\(salt)".utf8 { seed = (seed ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        var seed = baseSeed
+        for byte in salt.utf8 { seed = (seed ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return seed
+    }
+
+    /// A run's base seed: `configured` (tests) or a random one, mixed with the task's identity.
+    static func baseSeed(for id: DownloadTaskID, configured: UInt64?) -> UInt64 {
+        // (One system random number per process, not one per run: a run costs no system call.)
+        var seed = configured ?? (processSeed ^ runCounter.wrappingAdd(1, ordering: .relaxed).newValue &* 0x9E37_79B9_7F4A_7C15)
+        for byte in id.description.utf8 { seed = (seed ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return seed
+    }
+
+    private static let processSeed = UInt64.random(in: 0...UInt64.max)
+    private static let runCounter = Atomic<UInt64>(0)
+
+    /// The seed of one segment's retry jitter.
+    func seed(output: Int, segment: Int) -> UInt64 {
+        var seed = baseSeed
+        for value in [UInt64(truncatingIfNeeded: output), UInt64(truncatingIfNeeded: segment)] {
+            seed = (seed ^ value) &* 0x100_0000_01b3
+            seed = (seed ^ (seed >> 29)) &* 0xBF58_476D_1CE4_E5B9
+        }
         return seed
     }
 }

@@ -632,3 +632,8 @@ struct ListedRun: Sendable, Hashable, Codable {
         try container.encode(encryptionNumbers, forKey: .encryptionNumbers)
     }
 }
+
+extension SegmentList {
+    /// The URLs of the segment at `index` (its first, then its mirrors).
+    func urls(at index: Int) -> [URL] { self[index].urls }
+}

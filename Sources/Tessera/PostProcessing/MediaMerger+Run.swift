@@ -119,7 +119,7 @@ extension MediaMerger {
                 } else {
                     while try !FileOperations.moveWithoutReplacing(temporary, to: destination) {
                         let directory = MediaMerger.directory(of: plan.output)
-                        destination = SafePath.join(directory, DownloadTaskManager.numbered(lastComponent(plan.output) ?? "merged", number))
+                        destination = SafePath.join(directory, OutputClaims.numbered(lastComponent(plan.output) ?? "merged", number))
                         number += 1
                     }
                 }

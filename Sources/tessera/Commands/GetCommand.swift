@@ -185,18 +185,43 @@ struct DownloadRun {
         // pauses like one during the downloads: what was added stays, and the run ends with 130.
         let interrupt = InterruptSignal.shared
         interrupt.install()
-        for text in inputs {
-            do {
-                guard let entities = try await interrupt.unlessInterrupted({ try await resolver.entities(for: text) }) else { break }
-                for entity in entities {
-                    let info = mode == .cacheOnly ? try await session.manager.startCache(entity) : try await session.manager.start(entity)
+        // Inputs that need no request become tasks in batches (one call to the manager each);
+        // the first batches are small, so the first downloads start at once.
+        var batch: [(text: String, entity: DownloadBaseEntity)] = []
+        var batchLimit = 1
+        func startBatch() async {
+            guard !batch.isEmpty else { return }
+            let results = await session.manager.start(contentsOf: batch.map(\.entity), cacheOnly: mode == .cacheOnly)
+            for ((text, _), result) in zip(batch, results) {
+                switch result {
+                case .success(let info):
                     if known.insert(info.id).inserted { ids.append(info.id) }
+                case .failure(let error):
+                    display.inputError(text, error)
+                    inputErrors += 1
                 }
+            }
+            batch.removeAll(keepingCapacity: true)
+            batchLimit = min(batchLimit * 2, 256)
+        }
+        for text in inputs {
+            if interrupt.fired { break }
+            do {
+                if let entities = try resolver.immediateEntities(for: text) {
+                    batch += entities.map { (text, $0) }
+                    if batch.count >= batchLimit { await startBatch() }
+                    continue
+                }
+                await startBatch()
+                guard let entities = try await interrupt.unlessInterrupted({ try await resolver.entities(for: text) }) else { break }
+                batch += entities.map { (text, $0) }
+                await startBatch()
             } catch {
                 display.inputError(text, error as? DownloadError ?? DownloadError(.transport, describe(error)))
                 inputErrors += 1
             }
         }
+        await startBatch()
         // Every input in the store now, not at the next tick: `tessera pause NAME` from another
         // shell finds the task as soon as this one has started it.
         await session.manager.flushStore()

@@ -47,7 +47,7 @@ struct DiskFullTests {
             // failed is lost, as it must be).
             let resumed = try #require(origin.requests(for: path).last)
             let start = resumed.header("Range").flatMap { Int64($0.dropFirst("bytes=".count).prefix { $0 != "-" }) } ?? 0
-            #expect(start > 1_000_000 && start <= partial, "continued from the bytes on disk (\(resumed.header("Range") ?? "no Range"))")
+            #expect(start > 1_000_000 && start <= partial, "continued from the bytes on disk (\(resumed.header("Range") ?? "no Range"), partial \(partial), requests \(origin.requests(for: path).map { $0.header("Range") ?? "-" }))")
             #expect(events.all.contains { if case .notice(let notice) = $0 { return notice.kind == .diskSpaceRecovered } else { return false } })
             events.stop()
             await engine.shutdown()

@@ -19,7 +19,9 @@ final class FakeFreeSpace: FreeSpaceSource {
         }) { harness in
             let fixture = harness.fixture("disk", segments: 6, size: 300_000)
             for segment in 0..<6 {
-                harness.origin.inject(.throttle(bytesPerSecond: 1_000_000), at: harness.segmentPath("disk", 0, segment, size: 300_000))
+                // Slow enough that the task cannot finish while the test changes the free space,
+                // however loaded the machine.
+                harness.origin.inject(.throttle(bytesPerSecond: 300_000), at: harness.segmentPath("disk", 0, segment, size: 300_000))
             }
             try await harness.manager.start(fixture.entity)
             await harness.waitFor(fixture.id) { $0.state == .downloading && $0.bytesDone > 100_000 }

@@ -5,10 +5,10 @@ import TesseraTesting
 
 @Suite(.timeLimit(.minutes(2))) struct OutputNameTests {
     @Test func numberedNamesGoBeforeTheExtension() {
-        #expect(DownloadTaskManager.numbered("file.bin", 1) == "file.1.bin")
-        #expect(DownloadTaskManager.numbered("dir.v2/file", 3) == "dir.v2/file.3")
-        #expect(DownloadTaskManager.numbered("a/b/movie.mp4", 2) == "a/b/movie.2.mp4")
-        #expect(DownloadTaskManager.numbered(".hidden", 1) == ".hidden.1")
+        #expect(OutputClaims.numbered("file.bin", 1) == "file.1.bin")
+        #expect(OutputClaims.numbered("dir.v2/file", 3) == "dir.v2/file.3")
+        #expect(OutputClaims.numbered("a/b/movie.mp4", 2) == "a/b/movie.2.mp4")
+        #expect(OutputClaims.numbered(".hidden", 1) == ".hidden.1")
     }
 
     @Test func twoURLsWithTheSameFileNameNeverShareAnOutput() async throws {

@@ -42,16 +42,49 @@ import TesseraTesting
         journal.commit()  // sequence 2 -> .a
         journal.close()
         #expect(TaskJournal.load(from: base)[0]?.ranges.ranges == [0..<200])
-        // A kill in the middle of the newest write: its bytes are cut short.
+        // A kill in the middle of the newest write: its last bytes never made it (the file keeps
+        // what was there before, here the zeros of its room).
         var newest = try #require(FileOperations.contents(base + ".a"))
-        newest.removeLast(5)
+        let length = try #require((1...newest.count).first { TaskJournal.decode(Array(newest[0..<$0])) != nil })
+        for index in length - 5..<length { newest[index] = 0 }
         try Data(newest).write(to: URL(fileURLWithPath: base + ".a"))
         #expect(TaskJournal.load(from: base)[0]?.ranges.ranges == [0..<100], "the older, whole snapshot wins")
         // A flipped byte is caught by the checksum too.
         var older = try #require(FileOperations.contents(base + ".b"))
-        older[older.count / 2] ^= 0x40
+        let olderLength = try #require((1...older.count).first { TaskJournal.decode(Array(older[0..<$0])) != nil })
+        older[olderLength / 2] ^= 0x40
         try Data(older).write(to: URL(fileURLWithPath: base + ".b"))
         #expect(TaskJournal.load(from: base).isEmpty, "no valid record: nothing is trusted")
+    }
+
+    @Test func aShorterSnapshotOverALongerOneReadsAsItself() throws {
+        let directory = TemporaryDirectory("journal-shorter")
+        defer { directory.cleanUp() }
+        let base = directory.file("task")
+        let journal = TaskJournal(basePath: base, commitInterval: .zero)
+        // Many ranges, then one: the snapshot files are written in place, never cut.
+        for start in stride(from: Int64(0), to: 40_000, by: 200) { journal.recordWritten(0, start..<start + 100) }
+        journal.commit()
+        journal.commit()
+        for start in stride(from: Int64(100), to: 40_000, by: 200) { journal.recordWritten(0, start..<start + 100) }
+        journal.commit()
+        journal.close()
+        #expect(TaskJournal.load(from: base)[0]?.ranges.ranges == [0..<40_000])
+    }
+
+    @Test func bothSnapshotFilesHaveTheirRoomFromTheFirstCommit() throws {
+        let directory = TemporaryDirectory("journal-room")
+        defer { directory.cleanUp() }
+        let base = directory.file("task")
+        let journal = TaskJournal(basePath: base, commitInterval: .zero)
+        journal.recordWritten(0, 0..<100)
+        journal.commit()
+        // A disk that fills up after the first commit cannot refuse the next ones: both files
+        // exist and hold their room already.
+        for suffix in [".a", ".b"] {
+            #expect((FileOperations.size(base + suffix) ?? 0) >= TaskJournal.reserveStep, "\(suffix)")
+        }
+        journal.close()
     }
 
     @Test func aTornSizeEntryIsIgnoredAndTheNextAppendReplacesIt() throws {

@@ -138,12 +138,12 @@ import Testing
         let other = String(repeating: "n", count: 250) + "m.bin"
         #expect(FileLayout.partPath("/downloads/dir/" + other) != part)
         #expect(FileLayout.partPath("/d/short.bin") == "/d/short.bin.part")
-        let numbered = DownloadTaskManager.numbered("dir/" + name, 12)
+        let numbered = OutputClaims.numbered("dir/" + name, 12)
         #expect(numbered.hasPrefix("dir/"))
         #expect(numbered.hasSuffix(".12.bin"))
         #expect(numbered.split(separator: "/").last!.utf8.count <= 255)
-        #expect(DownloadTaskManager.numbered("a/b.c.mp4", 1) == "a/b.c.1.mp4")
-        #expect(DownloadTaskManager.numbered("noext", 2) == "noext.2")
+        #expect(OutputClaims.numbered("a/b.c.mp4", 1) == "a/b.c.1.mp4")
+        #expect(OutputClaims.numbered("noext", 2) == "noext.2")
     }
 
     /// Every output of `sanitizedFileName` must pass `relative` as one component and must not
