@@ -60,17 +60,20 @@ public final class DASHEntity: PayloadEntity<DASHPayload>, DownloadParserProtoco
     public static let namespace = MPDReader.namespace
 
     /// The URLs taken as MPDs: a path ending in `.mpd` (case-insensitive), before a query or a
-    /// fragment.
+    /// fragment (what the matcher's ``EntityMatcher/Rule/pathExtensions(_:)`` rule accepts).
     public static let urlPattern = #"\.mpd(\?|#|$)"#
+
+    /// The path extensions taken as MPDs.
+    public static let pathExtensions = ["mpd"]
 
     /// The `Content-Type` of MPDs.
     public static let contentTypes = ["application/dash+xml"]
 
-    /// Accepts http(s) URLs matching ``urlPattern`` or served as `application/dash+xml`; the
+    /// Accepts http(s) URLs whose path ends in `.mpd` or served as `application/dash+xml`; the
     /// entity key is the URL (without its fragment) and the variant the format selector.
     public static let matcher = EntityMatcher(
         plugin: "dash", summary: "MPEG-DASH MPD URLs (.mpd, application/dash+xml): every representation, best video + audio by default",
-        rules: [.urlPattern(urlPattern), .contentType(contentTypes)]
+        rules: [.pathExtensions(pathExtensions), .contentType(contentTypes)]
     ) { input, key in
         guard let url = URL(string: key) else {
             throw DownloadError(.invalidRequest, "\"\(key)\" is not a URL")

@@ -50,8 +50,12 @@ public final class HLSEntity: PayloadEntity<HLSEntityPayload>, DownloadParserPro
         "application/vnd.apple.mpegurl", "application/x-mpegurl", "audio/mpegurl", "audio/x-mpegurl",
     ]
 
-    /// URLs whose path ends in `.m3u8`.
+    /// URLs whose path ends in `.m3u8` (what the matcher's
+    /// ``EntityMatcher/Rule/pathExtensions(_:)`` rule accepts).
     public static let urlPattern = #"\.m3u8(\?|#|$)"#
+
+    /// The path extensions taken as HLS playlists.
+    public static let pathExtensions = ["m3u8"]
 
     /// At most this many media playlists (variants and renditions) are fetched for one master
     /// playlist; a master that lists more is refused with ``DownloadError/Code/manifestTooLarge``.
@@ -63,7 +67,7 @@ public final class HLSEntity: PayloadEntity<HLSEntityPayload>, DownloadParserPro
         [
             EntityMatcher(
                 plugin: "hls", summary: "HLS playlists (.m3u8): variants and renditions, byte ranges, fMP4, AES-128",
-                rules: [.urlPattern(urlPattern), .contentType(contentTypes)]
+                rules: [.pathExtensions(pathExtensions), .contentType(contentTypes)]
             ) { input, key in
                 guard let url = input.url ?? URL(string: key) else {
                     throw DownloadError(.noMatchingEntity, "\"\(input.text)\" is not an http or https URL")

@@ -57,7 +57,7 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
     public static let matcher = EntityMatcher(
         plugin: pluginName,
         summary: "Metalink 4 (.meta4) and 3 (.metalink) documents: one task per file, mirrors, piece hashes",
-        rules: [.urlPattern(#"^https?://[^?#]*\.(meta4|metalink)(\?[^#]*)?(#.*)?$"#), .contentType(contentTypes)],
+        rules: [.pathExtensions(["meta4", "metalink"]), .contentType(contentTypes)],
         expand: { input, key, context in
             try await MetalinkEntity.entities(for: input, key: key, context: context)
         },

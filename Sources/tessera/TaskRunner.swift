@@ -113,6 +113,8 @@ struct TaskRunner {
             var latest: [DownloadTaskID: DownloadTaskInfo] = [:]
             var tracked: Set<DownloadTaskID> = []
             var settled: Set<DownloadTaskID> = []
+            /// Tracked tasks not settled (kept as changes come, so the end is known at once).
+            var unsettled = 0
             var seen: Set<DownloadTaskID> = []
         }
 
@@ -121,7 +123,9 @@ struct TaskRunner {
         static func isSettled(_ state: DownloadTaskState) -> Bool { state.isFinal || state == .paused || state == .idle }
 
         func track(_ ids: [DownloadTaskID]) {
-            state.withLock { $0.tracked.formUnion(ids) }
+            state.withLock { state in
+                for id in ids where state.tracked.insert(id).inserted && !state.settled.contains(id) { state.unsettled += 1 }
+            }
         }
 
         /// Snapshots taken by asking the manager; an event seen since wins over them.
@@ -131,8 +135,8 @@ struct TaskRunner {
             }
         }
 
-        /// Notes what the event tells; returns whether a task's state changed (the run loop then
-        /// looks again).
+        /// Notes what the event tells; returns whether the run loop should look again: every
+        /// tracked task has just settled (not at each change: a list of thousands wakes it once).
         func record(_ event: DownloadEvent) -> Bool {
             let info: DownloadTaskInfo
             switch event {
@@ -142,29 +146,36 @@ struct TaskRunner {
                 return false
             case .taskAdded(let added), .taskStateChanged(let added, _), .taskProgress(let added): info = added
             case .taskRemoved(let id):
-                state.withLock { state in
+                return state.withLock { state in
                     state.seen.insert(id)
                     state.latest[id] = nil
-                    state.settled.insert(id)
+                    let wasUnsettled = state.unsettled
+                    Self.setSettled(&state, id, true)
+                    return state.unsettled == 0 && wasUnsettled > 0
                 }
-                return true
             default: return false
             }
             return state.withLock { state in
                 state.seen.insert(info.id)
-                let before = state.latest[info.id]?.state
+                let wasUnsettled = state.unsettled
                 Self.update(&state, info)
-                return before != info.state
+                return state.unsettled == 0 && wasUnsettled > 0
             }
         }
 
         private static func update(_ state: inout State, _ info: DownloadTaskInfo) {
             state.latest[info.id] = info
-            if isSettled(info.state) { state.settled.insert(info.id) } else { state.settled.remove(info.id) }
+            setSettled(&state, info.id, isSettled(info.state))
+        }
+
+        private static func setSettled(_ state: inout State, _ id: DownloadTaskID, _ settled: Bool) {
+            let changed = settled ? state.settled.insert(id).inserted : state.settled.remove(id) != nil
+            guard changed, state.tracked.contains(id) else { return }
+            state.unsettled += settled ? -1 : 1
         }
 
         /// Whether every tracked task is settled.
-        var allSettled: Bool { state.withLock { $0.tracked.isSubset(of: $0.settled) } }
+        var allSettled: Bool { state.withLock { $0.unsettled == 0 } }
 
         func infos(_ ids: [DownloadTaskID]) -> [DownloadTaskInfo] {
             state.withLock { state in ids.compactMap { state.latest[$0] } }

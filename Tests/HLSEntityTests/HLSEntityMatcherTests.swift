@@ -85,7 +85,7 @@ import TesseraTestSupport
     @Test func theMatcherDescribesThePlugin() {
         #expect(HLSEntity.matchers.count == 1)
         #expect(HLSEntity.matchers[0].plugin == "hls")
-        #expect(HLSEntity.matchers[0].rules.contains(.urlPattern(HLSEntity.urlPattern)))
+        #expect(HLSEntity.matchers[0].rules.contains(.pathExtensions(["m3u8"])))
         #expect(HLSEntity.matchers[0].rules.contains(.contentType(HLSEntity.contentTypes)))
         #expect(registry().entityTypeNames.contains("hls"))
     }

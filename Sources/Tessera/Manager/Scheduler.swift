@@ -146,6 +146,8 @@ struct Scheduler: Sendable {
         var probeHost: String?
         /// The share last told to the task's run.
         var sentShare: Int?
+        /// Whether the task is counted in ``Scheduler/activeCount`` (running and active).
+        var countedActive = false
 
         var isRunning: Bool { state.isRunning }
         /// Resolving, or downloading with segments waiting: holds a task slot.
@@ -194,7 +196,17 @@ struct Scheduler: Sendable {
     func generation(of id: DownloadTaskID) -> Int? { entries[id]?.generation }
 
     /// Tasks holding a task slot now.
-    var activeCount: Int { running.count { entries[$0]?.isActive == true } }
+    private(set) var activeCount = 0
+
+    /// Counts the task in ``activeCount`` or not, as it stands now: called after every change of
+    /// its state, its demand or its place among the running tasks.
+    private mutating func recount(_ id: DownloadTaskID) {
+        guard let entry = entries[id] else { return }
+        let active = entry.isActive && running.contains(id)
+        guard active != entry.countedActive else { return }
+        entries[id]!.countedActive = active
+        activeCount += active ? 1 : -1
+    }
 
     /// Starts a new command; events it causes carry this epoch.
     mutating func beginCommand() -> Int {
@@ -269,6 +281,7 @@ struct Scheduler: Sendable {
             guard entries[id] != nil else { return [] }
             halt(id, into: &actions)
             transition(id, to: .removed, into: &actions)
+            if entries[id]?.countedActive == true { activeCount -= 1 }
             entries[id] = nil
             launchWaiting(into: &actions)
 
@@ -282,6 +295,7 @@ struct Scheduler: Sendable {
                 entries[id]!.demand[host, default: 0] += count
                 entries[id]!.demandTotal += count
             }
+            recount(id)
             grantSlots(into: &actions)
             launchWaiting(into: &actions)
 
@@ -293,6 +307,7 @@ struct Scheduler: Sendable {
             guard isCurrent(id, generation), entries[id]?.isRunning == true, count > 0 else { return [] }
             entries[id]!.demand[host, default: 0] += count
             entries[id]!.demandTotal += count
+            recount(id)
             grantSlots(into: &actions)
 
         case .returned(let id, let generation, let host, let count, let withdrawn):
@@ -402,6 +417,7 @@ struct Scheduler: Sendable {
             return
         }
         entries[id]!.state = next
+        recount(id)
         actions.append(.changed(id, from: current, to: next))
     }
 
@@ -422,8 +438,7 @@ struct Scheduler: Sendable {
     /// Starts waiting tasks, heaviest first, while task slots are free.
     private mutating func launchWaiting(into actions: inout [Action]) {
         guard disk != .critical, !queue.isEmpty else { return }
-        var active = activeCount
-        while active < limits.tasks, let next = queue.pop() {
+        while activeCount < limits.tasks, let next = queue.pop() {
             guard let entry = entries[next.id], entry.state == .waiting, entry.queueVersion == next.version else { continue }
             if network.isOnline, network.isMetered {
                 let allowed = limits.allowsMeteredNetwork
@@ -440,7 +455,7 @@ struct Scheduler: Sendable {
             entries[next.id]!.generation += 1
             transition(next.id, to: .resolving, into: &actions)
             running.insert(next.id)
-            active += 1
+            recount(next.id)
             actions.append(.launch(next.id, generation: entries[next.id]!.generation))
         }
     }
@@ -463,6 +478,7 @@ struct Scheduler: Sendable {
         entries[id]!.demand.removeAll()
         entries[id]!.demandTotal = 0
         running.remove(id)
+        recount(id)
     }
 
     private mutating func release(_ id: DownloadTaskID, host: String, count: Int) {
@@ -480,6 +496,7 @@ struct Scheduler: Sendable {
         let withdrawn = min(count, demand)
         entries[id]!.demand[host] = demand - withdrawn == 0 ? nil : demand - withdrawn
         entries[id]!.demandTotal -= withdrawn
+        recount(id)
     }
 
     /// Hands free segment slots to running tasks that want them, fairest first.

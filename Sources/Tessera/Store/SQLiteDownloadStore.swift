@@ -203,7 +203,7 @@ public final class SQLiteDownloadStore: DownloadStore {
                 }
                 encoded.append((
                     change, try encodeJSON(task.task.lastError, what: "the last error of task \(task.task.id)"),
-                    try encodeJSON(task.task.manifest, what: "the manifest of task \(task.task.id)")))
+                    try Self.encodeManifest(task.task.manifest, of: task.task.id, path: path)))
             case .update(let record):
                 encoded.append((change, try encodeJSON(record.lastError, what: "the last error of task \(record.id)"), nil))
             case .remove:
@@ -277,7 +277,7 @@ public final class SQLiteDownloadStore: DownloadStore {
             lastError = ?, addedAt = ?, bytesDone = ?, segmentsDone = ?
             """
         if storedRevision != task.manifestRevision.databaseValue {
-            let manifest = try encodeJSON(task.manifest, what: "the manifest of task \(task.id)", path: path)
+            let manifest = try encodeManifest(task.manifest, of: task.id, path: path)
             assignments += ", manifest = ?, manifestRevision = ?"
             arguments += [manifest, task.manifestRevision]
         }
@@ -291,6 +291,17 @@ public final class SQLiteDownloadStore: DownloadStore {
     private static func interruptionReason(_ state: DownloadTaskState) -> String? {
         if case .interrupted(let reason) = state { return reason.rawValue }
         return nil
+    }
+
+    /// A manifest's stored text (``StoredManifest``).
+    private static func encodeManifest(_ manifest: DownloadManifest?, of id: DownloadTaskID, path: String) throws(DownloadError) -> String? {
+        guard let manifest else { return nil }
+        do {
+            return try StoredManifest.encode(manifest)
+        } catch {
+            throw DownloadError(
+                .storeFailure, "the manifest of task \(id) cannot be stored in \(path): it cannot be encoded as JSON (\(error)).")
+        }
     }
 
     private func encodeJSON<Value: Encodable>(_ value: Value?, what: String) throws(DownloadError) -> String? {
@@ -398,7 +409,12 @@ public final class SQLiteDownloadStore: DownloadStore {
             throw DecodeProblem(description: "unknown mode \"\(modeName)\"")
         }
         let lastError = try decodeJSON(StoredError.self, row.optionalData("lastError"), what: "its last error")
-        let manifest = try decodeJSON(DownloadManifest.self, row.optionalData("manifest"), what: "its manifest")
+        let manifest: DownloadManifest?
+        do {
+            manifest = try row.optionalData("manifest").map(StoredManifest.decode)
+        } catch {
+            throw DecodeProblem(description: "its manifest is not valid JSON for DownloadManifest: \(error)")
+        }
         let record = TaskRecord(
             id: id, state: state, mode: mode, weight: try row.int("weight"), sequence: try row.int("sequence"),
             resolveCount: try row.int("resolveCount"), lastError: lastError, manifest: manifest,

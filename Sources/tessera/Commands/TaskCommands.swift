@@ -186,6 +186,7 @@ struct PluginsCommand: ParsableCommand {
         switch rule {
         case .scheme(let scheme): "\(scheme):KEY"
         case .urlPattern(let pattern): "URLs matching \(pattern)"
+        case .pathExtensions(let extensions): "URLs whose path ends in \(extensions.map { "." + $0 }.joined(separator: " or "))"
         case .contentType(let types): "Content-Type \(types.joined(separator: ", "))"
         case .anyURL: "any http(s) URL"
         }

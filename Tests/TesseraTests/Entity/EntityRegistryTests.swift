@@ -176,6 +176,29 @@ struct RegistryTestPlainError: Error {}
         #expect(registry.match(EntityInput("mpd:a.mpd")) == nil)
     }
 
+    @Test func aPathExtensionRuleMatchesAsThePatternDid() throws {
+        let registry = EntityRegistry()
+        registry.register(RegistryTestMPDEntity.self, matchers: [RegistryTestMPDEntity.matcher(rules: [.pathExtensions(["mpd", "MPD2"])])])
+        let pattern = EntityMatcher(plugin: "p", summary: "", rules: [.urlPattern(#"\.(mpd|mpd2)(\?|#|$)"#)]) { _, _ in
+            DirectEntity(url: URL(string: "https://x/")!)
+        }
+        let urls = [
+            "https://x/a.mpd", "https://x/a.mpd?t=1", "https://x/a.mpd#f", "https://x/A.MPD", "https://x/a.mpd2", "https://x/dir/a.Mpd2?x=.mp4",
+            "https://x/a.mp4", "https://x/a.mpdx", "https://x/a.mpd/", "https://x/a.mpd/b", "https://x/mpd",
+            "https://x/", "https://x", "https://x/a%2Empd",
+        ]
+        for url in urls {
+            let input = EntityInput(url)
+            let byRule = registry.match(input)?.matcher.plugin == "mpd"
+            #expect(byRule == (pattern.key(for: input) != nil), "\(url)")
+            if byRule { #expect(registry.match(input)?.key == url) }
+        }
+        #expect(registry.match(EntityInput("mpd:a.mpd")) == nil, "never a plugin input")
+        // Where the pattern erred: a query that ends in `.mpd` does not make an MPD.
+        #expect(pattern.key(for: EntityInput("https://x/a.mp4?f=.mpd")) != nil)
+        #expect(registry.match(EntityInput("https://x/a.mp4?f=.mpd"))?.matcher.plugin == "direct")
+    }
+
     @Test func aLowerPriorityThanDirectNeverWinsForURLs() {
         let registry = EntityRegistry()
         registry.register(RegistryTestMPDEntity.self, matchers: [RegistryTestMPDEntity.matcher(rules: [.anyURL], priority: -1, plugin: "last")])

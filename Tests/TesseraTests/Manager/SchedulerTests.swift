@@ -288,6 +288,8 @@ import Testing
             }
             #expect(scheduler.segmentsInUse <= 3)
             #expect(scheduler.segmentsInUse >= 0)
+            // The count of active tasks is kept as changes come: it is what a walk would find.
+            #expect(scheduler.activeCount == scheduler.running.count { scheduler.entry($0)?.isActive == true })
         }
         for id in ids { #expect(scheduler.state(of: id) == states[id]) }
     }

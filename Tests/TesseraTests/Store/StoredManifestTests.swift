@@ -1,0 +1,64 @@
+import Foundation
+import Testing
+@testable import Tessera
+
+/// The store's two forms of a manifest: a plain download's few fields, anything else as JSON.
+@Suite struct StoredManifestTests {
+    static let url = URL(string: "https://example.com/dir/file%20name.bin?x=1&y=\"2\"")!
+
+    static func plain(name: String = "file name.bin", named: Bool = true, title: String? = "file name.bin", metadata: [String: String] = [:]) -> DownloadManifest {
+        DownloadManifest(
+            title: title, outputs: [DownloadOutput(name: name, segments: [DownloadSegment(url: url)], isNamedByResponse: named)],
+            sourceURL: url, metadata: metadata)
+    }
+
+    @Test func aPlainDownloadIsWrittenAsItsFieldsAndReadBackEqual() throws {
+        for manifest in [
+            Self.plain(), Self.plain(named: false, title: nil), Self.plain(metadata: ["tessera.originalName.0": "a\"b\\c\n\u{1}é/"]),
+            Self.plain(name: "sub/ä \u{7f}.bin", title: "Tab\there"),
+        ] {
+            let text = try StoredManifest.encode(manifest)
+            #expect(text.hasPrefix(#"{"plain":"#), "\(text)")
+            #expect(try StoredManifest.decode(Data(text.utf8)) == manifest)
+            // The text is JSON any parser reads.
+            #expect((try? JSONSerialization.jsonObject(with: Data(text.utf8))) != nil, "\(text)")
+        }
+    }
+
+    @Test func anythingElseIsWrittenAsItsCodableJSON() throws {
+        var mirrors = Self.plain()
+        mirrors.outputs[0].segments = [DownloadSegment(urls: [Self.url, URL(string: "https://mirror/x")!])]
+        var sized = Self.plain()
+        sized.outputs[0].segments = [DownloadSegment(url: Self.url, expectedSize: 10)]
+        var expiring = Self.plain()
+        expiring.expiresAt = Date(timeIntervalSinceReferenceDate: 1000)
+        var two = Self.plain()
+        two.outputs.append(DownloadOutput(name: "b", segments: [DownloadSegment(url: Self.url)]))
+        var checked = Self.plain()
+        checked.outputs[0].checksum = try Checksum(.sha256, hex: String(repeating: "ab", count: 32))
+        for manifest in [sized, expiring, two, checked] {
+            let text = try StoredManifest.encode(manifest)
+            #expect(!text.hasPrefix(#"{"plain":"#), "\(text)")
+            #expect(try StoredManifest.decode(Data(text.utf8)) == manifest)
+        }
+        // Mirrors are URLs too: still plain.
+        #expect(try StoredManifest.decode(Data(StoredManifest.encode(mirrors).utf8)) == mirrors)
+    }
+
+    @Test func jsonTextEscapesWhatJSONNeedsAndNothingElse() throws {
+        var text = ""
+        JSONText.append("a\"b\\c\u{0}\u{1f}\n\r\t/é😀", to: &text)
+        #expect(text == #""a\"b\\c\u0000\u001f\n\r\t/é😀""#)
+        let decoded = try JSONDecoder().decode(String.self, from: Data(text.utf8))
+        #expect(decoded == "a\"b\\c\u{0}\u{1f}\n\r\t/é😀")
+    }
+
+    @Test func aDirectEntitysPayloadReadsBack() throws {
+        for entity in [DirectEntity(url: Self.url), DirectEntity(url: Self.url, fileName: "na\"me.bin", destinationDirectory: "d")] {
+            let record = try entity.record()
+            let rebuilt = try DirectEntity(record: record)
+            #expect(rebuilt.payload == entity.payload)
+            #expect(try JSONDecoder().decode(DirectEntityPayload.self, from: record.payload) == entity.payload)
+        }
+    }
+}
