@@ -275,6 +275,8 @@ struct TaskRunner {
 
     /// The summary: one line per task (and its files), as text and as the last JSON line.
     func summarize(_ outcome: Outcome, merges: [DownloadTaskID: MergeOutcome] = [:]) {
+        // (-q prints no summary: nothing to build, no file to look at.)
+        guard display.mode != .quiet else { return }
         var tasks: [[String: Any]] = []
         var lines = [""]
         for info in outcome.tasks {

@@ -31,7 +31,8 @@ final class EventQueue<Element: Sendable>: Sendable {
             defer { state.waiter = nil }
             return (true, state.waiter)
         }
-        waiter?.resume()
+        // (Held back to the end of the poster's turn when it batches its wake-ups.)
+        if let waiter { WakeBatch.resume(waiter) }
         return accepted
     }
 

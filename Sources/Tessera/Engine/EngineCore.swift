@@ -181,31 +181,35 @@ final class EngineCore: @unchecked Sendable {
                 return taken
             }
             if work.shutdown { break }
-            if case .some(let rate) = work.rateLimit { applyRateLimit(rate) }
-            for pending in work.submissions { waiting.append(pending) }
-            for id in work.cancellations { cancelTransfer(id) }
-            startWaiting()
-            releaseRateLimited()
+            // The consumers that this turn's callbacks post to wake once, after the turn.
+            let timeout = WakeBatch.deferring { () -> Int32 in
+                if case .some(let rate) = work.rateLimit { applyRateLimit(rate) }
+                for pending in work.submissions { waiting.append(pending) }
+                for id in work.cancellations { cancelTransfer(id) }
+                startWaiting()
+                releaseRateLimited()
 
-            _ = curl_multi_perform(multi, &running)
-            collectFinished()
-            startWaiting()
-            // Bytes that arrived just before a stall would otherwise wait for the next write
-            // to be reported.
-            var unreported = false
-            var holdsBytes = false
-            let now = MonotonicClock.nanoseconds()
-            for transfer in transfers.values {
-                transfer.flushIfStale(now: now, interval: Self.staleBufferNanoseconds)
-                holdsBytes = holdsBytes || transfer.hasBufferedBytes
-                guard transfer.hasUnreportedProgress else { continue }
-                transfer.reportProgress(final: false)
-                unreported = unreported || transfer.hasUnreportedProgress
+                _ = curl_multi_perform(multi, &running)
+                collectFinished()
+                startWaiting()
+                // Bytes that arrived just before a stall would otherwise wait for the next write
+                // to be reported.
+                var unreported = false
+                var holdsBytes = false
+                let now = MonotonicClock.nanoseconds()
+                for transfer in transfers.values {
+                    transfer.flushIfStale(now: now, interval: Self.staleBufferNanoseconds)
+                    holdsBytes = holdsBytes || transfer.hasBufferedBytes
+                    guard transfer.hasUnreportedProgress else { continue }
+                    transfer.reportProgress(final: false)
+                    unreported = unreported || transfer.hasUnreportedProgress
+                }
+
+                var timeout: Int32 = rateLimited.isEmpty ? 1000 : min(1000, millisecondsUntilRateRelease)
+                if unreported { timeout = min(timeout, Int32(clamping: max(1, progressIntervalNanoseconds / 1_000_000))) }
+                if holdsBytes { timeout = min(timeout, Int32(Self.staleBufferNanoseconds / 1_000_000)) }
+                return timeout
             }
-
-            var timeout: Int32 = rateLimited.isEmpty ? 1000 : min(1000, millisecondsUntilRateRelease)
-            if unreported { timeout = min(timeout, Int32(clamping: max(1, progressIntervalNanoseconds / 1_000_000))) }
-            if holdsBytes { timeout = min(timeout, Int32(Self.staleBufferNanoseconds / 1_000_000)) }
             // Announce the sleep, then look at the inbox once more: a submission that came
             // before the announcement is seen here, one that comes after it wakes the poll.
             sleeping.store(true, ordering: .sequentiallyConsistent)

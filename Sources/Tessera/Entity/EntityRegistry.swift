@@ -143,7 +143,7 @@ public struct EntityInput: Sendable {
         _ text: String, contentType: String? = nil, arguments: PluginArguments = PluginArguments(),
         format: String? = nil, destinationDirectory: String = ""
     ) {
-        self.text = text.trimmingCharacters(in: .whitespacesAndNewlines)
+        self.text = Self.trimmed(text)
         let candidate = URL(string: self.text)
         if let scheme = candidate?.scheme?.lowercased(), scheme == "http" || scheme == "https", candidate?.host != nil {
             url = candidate
@@ -154,6 +154,17 @@ public struct EntityInput: Sendable {
         self.arguments = arguments
         self.format = format
         self.destinationDirectory = destinationDirectory
+    }
+
+    /// `text` without the white space and line breaks around it (as `trimmingCharacters(in:
+    /// .whitespacesAndNewlines)`, without a trip through `NSString` per input).
+    static func trimmed(_ text: String) -> String {
+        let scalars = text.unicodeScalars
+        let space = CharacterSet.whitespacesAndNewlines
+        guard let first = scalars.firstIndex(where: { !space.contains($0) }) else { return "" }
+        let last = scalars.lastIndex(where: { !space.contains($0) })!
+        if first == scalars.startIndex, scalars.index(after: last) == scalars.endIndex { return text }
+        return String(scalars[first...last])
     }
 
     /// For `plugin:key` inputs, the plugin part.
@@ -270,7 +281,9 @@ public struct EntityMatcher: Sendable {
             case .urlPattern:
                 break
             case .pathExtensions(let extensions):
-                if let url = input.url, Self.pathExtension(of: url).map({ ext in extensions.contains { $0.caseInsensitiveCompare(ext) == .orderedSame } }) == true {
+                if let url = input.url, let ext = Self.pathExtension(of: url)?.lowercased(),
+                    extensions.contains(where: { $0.lowercased() == ext })
+                {
                     return url.absoluteString
                 }
             case .contentType(let types):

@@ -42,6 +42,8 @@ public actor DownloadTaskManager {
     nonisolated let layout: FileLayout
     nonisolated let diskGate: DiskGate?
     nonisolated let executor: BlockingExecutor
+    /// What every run of this manager shares.
+    private nonisolated let services: RunServices
     /// Runs whose mailboxes have something: taken in batches (one hop to the actor per batch).
     private nonisolated let inbox = EventQueue<RunTicket>()
 
@@ -93,6 +95,9 @@ public actor DownloadTaskManager {
             DiskGate(policy: policy, paths: [configuration.downloadRoot] + (cache.map { [$0.directory] } ?? []))
         }
         executor = BlockingExecutor(threads: 2)
+        services = RunServices(
+            engine: engine, cache: cache, executor: executor, layout: layout, configuration: configuration,
+            diskGate: diskGate, claims: claims)
         scheduler = Scheduler(
             limits: Scheduler.Limits(
                 tasks: configuration.maxConcurrentTasks, segments: configuration.maxConcurrentSegments,
@@ -516,9 +521,7 @@ public actor DownloadTaskManager {
         let run = TaskRun(
             ticket: ticket, manager: self, start: start, entity: task.entity, mode: task.mode, progress: progress,
             mailbox: mailbox,
-            services: RunServices(
-                engine: engine, cache: cache, executor: executor, layout: layout, configuration: configuration,
-                diskGate: diskGate, claims: claims),
+            services: services,
             events: events, baseSeed: TaskRun.baseSeed(for: id, configured: configuration.randomSeed))
         let previous = task.run?.task
         task.progress = progress

@@ -510,6 +510,8 @@ struct Scheduler: Sendable {
             var held: Int
             var demand: Int
             var hosts: [String: Int]
+            /// The hosts it wants slots for, by name (the order they are served in).
+            var hostOrder: [String] = []
             var sentShare: Int?
             var share = 0
             var granted: [String: Int] = [:]
@@ -542,15 +544,20 @@ struct Scheduler: Sendable {
             entries[contender.id]!.sentShare = contender.share
             actions.append(.share(contender.id, generation: contender.generation, limit: contender.share))
         }
-        guard anyDemand else { return }
+        guard anyDemand, segmentsInUse < limits.segments else { return }
+        for index in contenders.indices where contenders[index].demand > 0 {
+            contenders[index].hostOrder = contenders[index].hosts.count == 1
+                ? Array(contenders[index].hosts.keys) : contenders[index].hosts.keys.sorted()
+        }
         while segmentsInUse < limits.segments {
             var best: Int?
             var bestHost = ""
             for index in contenders.indices {
                 let contender = contenders[index]
                 guard contender.demand > 0, contender.held < contender.share else { continue }
-                guard let host = contender.hosts.filter({ $0.value > 0 }).keys.sorted()
-                    .first(where: { (hostsInUse[$0] ?? 0) < limits.segmentsPerHost })
+                guard let host = contender.hostOrder.first(where: {
+                    (contender.hosts[$0] ?? 0) > 0 && (hostsInUse[$0] ?? 0) < limits.segmentsPerHost
+                })
                 else { continue }
                 if let current = best {
                     let other = contenders[current]

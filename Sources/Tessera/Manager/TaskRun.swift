@@ -3,7 +3,7 @@ import Synchronization
 import Logging
 
 /// What every run of a manager shares.
-struct RunServices: Sendable {
+final class RunServices: Sendable {
     let engine: CurlEngine
     let cache: SegmentCache?
     let executor: BlockingExecutor
@@ -12,6 +12,19 @@ struct RunServices: Sendable {
     let diskGate: DiskGate?
     /// Which task holds each output path.
     let claims: OutputClaims
+
+    init(
+        engine: CurlEngine, cache: SegmentCache?, executor: BlockingExecutor, layout: FileLayout,
+        configuration: DownloadTaskManager.Configuration, diskGate: DiskGate?, claims: OutputClaims
+    ) {
+        self.engine = engine
+        self.cache = cache
+        self.executor = executor
+        self.layout = layout
+        self.configuration = configuration
+        self.diskGate = diskGate
+        self.claims = claims
+    }
 }
 
 /// What reaches a run's loop: slots from the scheduler, and the ends of its own work.
@@ -149,7 +162,7 @@ struct RetryState: Sendable {
 /// A run decides nothing about scheduling: it asks for slots (``RunMailbox``) and uses the
 /// ones it gets. What each segment does after a failure is ``SegmentAttempt``'s decision; where
 /// its bytes go is ``OutputWriter``'s; what is on disk is the ``TaskJournal``'s.
-struct TaskRun: Sendable {
+final class TaskRun: Sendable {
     let ticket: RunTicket
     let manager: DownloadTaskManager
     /// What the task had when the run was launched.
@@ -165,6 +178,22 @@ struct TaskRun: Sendable {
     /// The run's seed for retry jitter: the configuration's (tests), else a random one, mixed
     /// with the task's identity.
     let baseSeed: UInt64
+
+    init(
+        ticket: RunTicket, manager: DownloadTaskManager, start: RunStart, entity: DownloadBaseEntity, mode: DownloadTaskMode,
+        progress: TaskProgress, mailbox: RunMailbox, services: RunServices, events: EventQueue<RunEvent>, baseSeed: UInt64
+    ) {
+        self.ticket = ticket
+        self.manager = manager
+        self.start = start
+        self.entity = entity
+        self.mode = mode
+        self.progress = progress
+        self.mailbox = mailbox
+        self.services = services
+        self.events = events
+        self.baseSeed = baseSeed
+    }
 
     var id: DownloadTaskID { ticket.id }
     var configuration: DownloadTaskManager.Configuration { services.configuration }

@@ -69,6 +69,15 @@ struct RegistryTestPlainError: Error {}
         #expect(error?.code == .noMatchingEntity)
     }
 
+    @Test func inputsAreTrimmedAsFoundationTrimsThem() {
+        for text in [
+            "", " ", "a", " a ", "\t\r\nhttps://x/a b\r\n", "\u{00A0}x\u{2028}", "\u{3000}x y\u{2029}\u{0085}", "é", "\r\n",
+            " \u{200B}x\u{200B} ", "x\u{1680}",
+        ] {
+            #expect(EntityInput.trimmed(text) == text.trimmingCharacters(in: .whitespacesAndNewlines), "\(Array(text.unicodeScalars))")
+        }
+    }
+
     @Test func withoutBuiltinsNothingMatches() {
         let registry = EntityRegistry(builtins: false)
         #expect(registry.entityTypeNames.isEmpty)
