@@ -49,6 +49,9 @@ public actor DownloadTaskManager {
 
     private var scheduler: Scheduler
     private var tasks: [DownloadTaskID: ManagedTask] = [:]
+    /// The same tasks by handle: what the scheduler and the runs name them by.
+    private var byHandle: [TaskHandle: ManagedTask] = [:]
+    private var nextHandle = 0
     /// Every task, in the order it was added (removed ones are skipped lazily).
     private var addedOrder: [ManagedTask] = []
     private var groups: [String: GroupEntry] = [:]
@@ -228,7 +231,7 @@ public actor DownloadTaskManager {
     public func resume(_ id: DownloadTaskID) throws(DownloadError) -> DownloadTaskInfo {
         guard let task = tasks[id] else { throw DownloadError(.invalidState, "there is no task \(id)") }
         task.lastError = nil
-        command(.resume(id))
+        command(.resume(task.handle))
         return info(task)
     }
 
@@ -236,7 +239,7 @@ public actor DownloadTaskManager {
     @discardableResult
     public func stop(_ id: DownloadTaskID) -> DownloadTaskInfo? {
         guard let task = tasks[id] else { return nil }
-        command(.stop(id))
+        command(.stop(task.handle))
         return info(task)
     }
 
@@ -245,9 +248,10 @@ public actor DownloadTaskManager {
     public func remove(_ id: DownloadTaskID, deletingFiles: Bool = false) -> DownloadTaskInfo? {
         guard let task = tasks[id] else { return nil }
         let runner = task.run?.task
-        command(.remove(id))
+        command(.remove(task.handle))
         let snapshot = info(task, state: .removed)
         tasks[id] = nil
+        byHandle[task.handle] = nil
         task.isRemoved = true
         // (Also the names its run claimed that the manifest does not show yet.)
         claims.releaseAll(of: id)
@@ -338,7 +342,7 @@ public actor DownloadTaskManager {
         for task in liveTasks {
             // (The scheduler starts only a paused, failed, invalid or idle task nothing touched since.)
             let before = state(of: task)
-            apply(scheduler.handle(.startIfUntouched(task.id, since: epoch)))
+            apply(scheduler.handle(.startIfUntouched(task.handle, since: epoch)))
             guard state(of: task) != before else { continue }
             task.lastError = nil
             started.append(info(task))
@@ -358,7 +362,7 @@ public actor DownloadTaskManager {
     public func stopAll() -> [DownloadTaskInfo] {
         _ = scheduler.beginCommand()
         let candidates = liveTasks.filter { [.idle, .waiting, .resolving, .downloading, .interrupted].contains(state(of: $0).kind) }
-        apply(scheduler.handle(.stopMany(candidates.map(\.id))))
+        apply(scheduler.handle(.stopMany(candidates.map(\.handle))))
         return candidates.map { info($0) }
     }
 
@@ -383,8 +387,8 @@ public actor DownloadTaskManager {
 
     /// Returns when every change made so far is in the store, running tasks' progress included.
     public func flushStore() async {
-        for id in scheduler.running {
-            guard let task = tasks[id], task.progress != nil else { continue }
+        for handle in scheduler.running {
+            guard let task = byHandle[handle], task.progress != nil else { continue }
             save(.update(taskRecord(task, state: state(of: task))))
         }
         await writeUnsaved()
@@ -442,7 +446,7 @@ public actor DownloadTaskManager {
             let modeChanged = task.mode != mode
             if modeChanged, !state(of: task).isRunning, state(of: task) != .waiting { task.mode = mode }
             task.lastError = nil
-            apply(scheduler.handle(.start(id, redo: modeChanged || redo)))
+            apply(scheduler.handle(.start(task.handle, redo: modeChanged || redo)))
             return info(task)
         }
         let record: EntityRecord
@@ -452,18 +456,24 @@ public actor DownloadTaskManager {
             throw DownloadError(.invalidRequest, "the \(type(of: entity).entityType) entity \(entity.entityKey) cannot be stored: \(error)")
         }
         nextSequence += 1
-        let task = ManagedTask(entity: entity, mode: mode, sequence: nextSequence)
+        let task = ManagedTask(entity: entity, mode: mode, sequence: nextSequence, handle: newHandle())
         tasks[id] = task
+        byHandle[task.handle] = task
         addedOrder.append(task)
         joinGroup(task)
         save(.insert(StoredTask(entity: record, task: taskRecord(task, state: .idle))))
         if hub.hasSubscribers { hub.emit(.taskAdded(info(task, state: .idle))) }
         // A new task queues behind the others (a known one started again jumps ahead).
-        apply(scheduler.handle(.added(id, sequence: task.sequence, start: start)))
+        apply(scheduler.handle(.added(task.handle, sequence: task.sequence, start: start)))
         return info(task)
     }
 
     // MARK: - Applying the scheduler's actions
+
+    private func newHandle() -> TaskHandle {
+        nextHandle += 1
+        return TaskHandle(nextHandle)
+    }
 
     private func command(_ event: Scheduler.Event) {
         _ = scheduler.beginCommand()
@@ -473,44 +483,53 @@ public actor DownloadTaskManager {
     private func apply(_ actions: [Scheduler.Action]) {
         for action in actions {
             switch action {
-            case .launch(let id, let generation):
-                launch(id, generation: generation)
-            case .cancel(let id):
-                tasks[id]?.run?.task.cancel()
-                tasks[id]?.run?.events.finish()
-            case .share(let id, let generation, let limit):
-                if let run = tasks[id]?.run, run.ticket.generation == generation { run.events.post(.share(limit)) }
-            case .grant(let id, let generation, let host, let count):
-                if let run = tasks[id]?.run, run.ticket.generation == generation {
+            case .launch(let handle, let generation):
+                launch(handle, generation: generation)
+            case .cancel(let handle):
+                byHandle[handle]?.run?.task.cancel()
+                byHandle[handle]?.run?.events.finish()
+            case .share(let handle, let generation, let limit):
+                if let run = byHandle[handle]?.run, run.ticket.generation == generation { run.events.post(.share(limit)) }
+            case .grant(let handle, let generation, let host, let count):
+                if let run = byHandle[handle]?.run, run.ticket.generation == generation {
                     run.events.post(.granted(host: host, count: count))
                 }
-            case .changed(let id, let from, let to):
-                guard let task = tasks[id] else { continue }
+            case .changed(let handle, let from, let to):
+                guard let task = byHandle[handle] else { continue }
                 if to != .removed { save(.update(taskRecord(task, state: to))) }
                 if !to.isRunning { task.speed.reset() }
                 if hub.hasSubscribers { hub.emit(.taskStateChanged(info(task, state: to), previous: from)) }
                 markGroupChild(task)
                 if to == .completed || to == .failed || to == .invalid || to.isInterrupted { ensureTicker() }
-            case .armNetworkWait(let id, let wait, let after):
+            case .armNetworkWait(let handle, let wait, let after):
                 own { [weak self] in
                     try? await Task.sleep(for: after)
-                    await self?.networkWaitExpired(id, wait: wait, after: after)
+                    await self?.networkWaitExpired(handle, wait: wait, after: after)
                 }
             case .startProbing:
                 startProber()
             case .notice(let notice):
                 hub.emit(notice: notice)
-            case .refused(let id, let from, let to):
-                configuration.logger.error("refused transition", metadata: ["task": "\(id)", "from": "\(from)", "to": "\(to)"])
+            case .meteredNetwork(let handle, let allowed):
+                guard let id = byHandle[handle]?.id else { continue }
+                let network = scheduler.network
+                hub.emit(notice: DownloadNotice(
+                    kind: .meteredNetwork,
+                    message: allowed ? "\(id) started on a metered network (\(network))" : "\(id) waits for an unmetered network (\(network))",
+                    taskID: id))
+            case .refused(let handle, let from, let to):
+                let task = byHandle[handle].map { "\($0.id)" } ?? "\(handle)"
+                configuration.logger.error("refused transition", metadata: ["task": "\(task)", "from": "\(from)", "to": "\(to)"])
             }
         }
     }
 
-    private func launch(_ id: DownloadTaskID, generation: Int) {
+    private func launch(_ handle: TaskHandle, generation: Int) {
         // After the shutdown a task the scheduler launches stays as the store has it (waiting or
         // resolving: resumed next time).
-        guard let task = tasks[id], !isShutDown else { return }
-        let ticket = RunTicket(id: id, generation: generation)
+        guard let task = byHandle[handle], !isShutDown else { return }
+        let id = task.id
+        let ticket = RunTicket(handle: handle, generation: generation)
         let inbox = self.inbox
         let mailbox = RunMailbox(ticket: ticket) { inbox.post($0) }
         let events = EventQueue<RunEvent>()
@@ -519,7 +538,7 @@ public actor DownloadTaskManager {
             manifest: task.manifest, resolveCount: task.resolveCount, isFresh: task.manifest == nil,
             waitsForDeletion: deletions[id] != nil)
         let run = TaskRun(
-            ticket: ticket, manager: self, start: start, entity: task.entity, mode: task.mode, progress: progress,
+            ticket: ticket, id: id, manager: self, start: start, entity: task.entity, mode: task.mode, progress: progress,
             mailbox: mailbox,
             services: services,
             events: events, baseSeed: TaskRun.baseSeed(for: id, configured: configuration.randomSeed))
@@ -540,7 +559,7 @@ public actor DownloadTaskManager {
     /// Waits until the files of a removed task with the same identity are gone; whether the run
     /// may still start.
     func runMayStart(_ ticket: RunTicket) async -> Bool {
-        if let deletion = deletions[ticket.id] { await deletion.value }
+        if let id = byHandle[ticket.handle]?.id, let deletion = deletions[id] { await deletion.value }
         return current(ticket) != nil
     }
 
@@ -564,7 +583,7 @@ public actor DownloadTaskManager {
             guard current(ticket) != nil else { return nil }
         }
         // The first slots are granted before the run hears back: they wait in its events.
-        if let demand { apply(scheduler.handle(.resolved(ticket.id, generation: ticket.generation, demand: demand))) }
+        if let demand { apply(scheduler.handle(.resolved(ticket.handle, generation: ticket.generation, demand: demand))) }
         return (named, changed)
     }
 
@@ -587,7 +606,7 @@ public actor DownloadTaskManager {
     }
 
     private func current(_ ticket: RunTicket) -> ManagedTask? {
-        guard let task = tasks[ticket.id], task.run?.ticket == ticket, scheduler.generation(of: ticket.id) == ticket.generation
+        guard let task = byHandle[ticket.handle], task.run?.ticket == ticket, scheduler.generation(of: ticket.handle) == ticket.generation
         else { return nil }
         return task
     }
@@ -599,17 +618,17 @@ public actor DownloadTaskManager {
     }
 
     private func drain(_ ticket: RunTicket) {
-        guard let task = tasks[ticket.id], let run = task.run, run.ticket == ticket else { return }
+        guard let task = byHandle[ticket.handle], let run = task.run, run.ticket == ticket else { return }
         for item in run.mailbox.take() {
             switch item {
             case .counts(let counts):
                 for (host, count) in counts.demand {
-                    apply(scheduler.handle(.demand(ticket.id, generation: ticket.generation, host: host, count: count)))
+                    apply(scheduler.handle(.demand(ticket.handle, generation: ticket.generation, host: host, count: count)))
                 }
                 let hosts = Set(counts.returned.keys).union(counts.withdrawn.keys)
                 for host in hosts.sorted() {
                     apply(scheduler.handle(.returned(
-                        ticket.id, generation: ticket.generation, host: host, count: counts.returned[host] ?? 0,
+                        ticket.handle, generation: ticket.generation, host: host, count: counts.returned[host] ?? 0,
                         withdrawn: counts.withdrawn[host] ?? 0)))
                 }
             case .report(let report):
@@ -621,23 +640,23 @@ public actor DownloadTaskManager {
     private func handle(_ report: RunReport, from ticket: RunTicket, task: ManagedTask) {
         switch report {
         case .downloading(let demand):
-            apply(scheduler.handle(.resolved(ticket.id, generation: ticket.generation, demand: demand)))
+            apply(scheduler.handle(.resolved(ticket.handle, generation: ticket.generation, demand: demand)))
         case .named(let output, let name, let original):
             runNamedOutput(ticket, output: output, name: name, original: original)
         case .retrying(let error):
-            guard scheduler.generation(of: ticket.id) == ticket.generation else { return }
+            guard scheduler.generation(of: ticket.handle) == ticket.generation else { return }
             task.lastError = error
-            hub.emit(.taskError(ticket.id, error, willRetry: true))
+            hub.emit(.taskError(task.id, error, willRetry: true))
         case .reResolving(let error):
-            guard scheduler.generation(of: ticket.id) == ticket.generation else { return }
+            guard scheduler.generation(of: ticket.handle) == ticket.generation else { return }
             task.lastError = error
-            hub.emit(.taskError(ticket.id, error, willRetry: true))
-            apply(scheduler.handle(.reResolving(ticket.id, generation: ticket.generation)))
+            hub.emit(.taskError(task.id, error, willRetry: true))
+            apply(scheduler.handle(.reResolving(ticket.handle, generation: ticket.generation)))
         case .ended(let ending, let error):
             // (The drain has checked that this run is still the task's.)
             task.summary = task.progress?.snapshot ?? task.summary
             let current = state(of: task)
-            guard scheduler.generation(of: ticket.id) == ticket.generation, current.isRunning,
+            guard scheduler.generation(of: ticket.handle) == ticket.generation, current.isRunning,
                 !(isShutDown && ending == .stopped)
             else {
                 // Stopped by a command (the state stays as it set it), or cut by the shutdown
@@ -649,12 +668,12 @@ public actor DownloadTaskManager {
             if let error {
                 task.lastError = error
                 let waits = ending == .diskFull || { if case .networkLost = ending { return true } else { return false } }()
-                hub.emit(.taskError(ticket.id, error, willRetry: waits))
+                hub.emit(.taskError(task.id, error, willRetry: waits))
             }
             if ending == .completed { task.completed = true }
             // The run is over: what it held goes (its progress stays for snapshots).
             task.run = nil
-            apply(scheduler.handle(.ended(ticket.id, generation: ticket.generation, ending)))
+            apply(scheduler.handle(.ended(ticket.handle, generation: ticket.generation, ending)))
         }
     }
 
@@ -742,7 +761,7 @@ public actor DownloadTaskManager {
     // MARK: - State, snapshots, groups
 
     private func state(of task: ManagedTask) -> DownloadTaskState {
-        scheduler.state(of: task.id) ?? .removed
+        scheduler.state(of: task.handle) ?? .removed
     }
 
     /// The tasks in the order they were added.
@@ -763,13 +782,13 @@ public actor DownloadTaskManager {
             segmentsTotal: snapshot.segmentCount, bytesPerSecond: state.isRunning ? task.speed.bytesPerSecond : 0,
             eta: state.isRunning ? task.speed.eta(remaining: remaining) : nil,
             outputs: task.outputInfos(complete: state == .completed), error: task.lastError,
-            resolveCount: task.resolveCount, weight: scheduler.weight(of: task.id))
+            resolveCount: task.resolveCount, weight: scheduler.weight(of: task.handle))
     }
 
     private func taskRecord(_ task: ManagedTask, state: DownloadTaskState) -> TaskRecord {
         let snapshot = task.progress?.snapshot ?? task.summary
         return TaskRecord(
-            id: task.id, state: state, mode: task.mode, weight: scheduler.weight(of: task.id),
+            id: task.id, state: state, mode: task.mode, weight: scheduler.weight(of: task.handle),
             sequence: task.sequence, resolveCount: task.resolveCount, lastError: task.lastError.map(StoredError.init),
             manifest: task.manifest, manifestRevision: task.manifestRevision, addedAt: task.addedAt,
             bytesDone: snapshot.bytes, segmentsDone: snapshot.doneSegments)
@@ -868,8 +887,8 @@ public actor DownloadTaskManager {
         if emitProgress { lastProgressEmit = now }
         var written: Int64 = 0
         var journals: [TaskJournal] = []
-        for id in scheduler.running {
-            guard let task = tasks[id], let progress = task.progress else { continue }
+        for handle in scheduler.running {
+            guard let task = byHandle[handle], let progress = task.progress else { continue }
             let snapshot = progress.snapshot
             written += max(0, snapshot.bytes - task.lastSampledBytes)
             if snapshot.bytes != task.lastSampledBytes { save(.update(taskRecord(task, state: state(of: task)))) }
@@ -997,15 +1016,15 @@ public actor DownloadTaskManager {
         apply(scheduler.handle(.network(status)))
     }
 
-    private func networkWaitExpired(_ id: DownloadTaskID, wait: Int, after limit: Duration) {
-        guard let task = tasks[id], scheduler.entry(id)?.networkWaits == wait, state(of: task) == .interrupted(.network)
+    private func networkWaitExpired(_ handle: TaskHandle, wait: Int, after limit: Duration) {
+        guard let task = byHandle[handle], scheduler.entry(handle)?.networkWaits == wait, state(of: task) == .interrupted(.network)
         else { return }
         let last = task.lastError ?? DownloadError(.networkUnreachable, "the host could not be reached")
         var error = last
         error.message = "\(last.message) (gave up after waiting \(limit) for the host)"
         task.lastError = error
-        hub.emit(.taskError(id, error, willRetry: false))
-        apply(scheduler.handle(.networkWaitExpired(id, wait: wait)))
+        hub.emit(.taskError(task.id, error, willRetry: false))
+        apply(scheduler.handle(.networkWaitExpired(handle, wait: wait)))
     }
 
     /// While tasks wait for the network, probes their hosts with backoff (a monitor may not
@@ -1115,7 +1134,8 @@ public actor DownloadTaskManager {
                 skipped.append((id, error))
                 continue
             }
-            let task = ManagedTask(entity: entity, mode: item.task.mode, sequence: item.task.sequence, addedAt: item.task.addedAt)
+            let task = ManagedTask(
+                entity: entity, mode: item.task.mode, sequence: item.task.sequence, handle: newHandle(), addedAt: item.task.addedAt)
             task.resolveCount = item.task.resolveCount
             task.lastError = item.task.lastError.map(DownloadError.init(stored:))
             task.manifestRevision = item.task.manifestRevision
@@ -1137,15 +1157,16 @@ public actor DownloadTaskManager {
             }
             nextSequence = max(nextSequence, task.sequence)
             tasks[id] = task
+            byHandle[task.handle] = task
             addedOrder.append(task)
             joinGroup(task)
             if let manifest = task.manifest { claim(manifest, for: task) }
-            apply(scheduler.handle(.restored(id, sequence: task.sequence, weight: item.task.weight, state: state)))
+            apply(scheduler.handle(.restored(task.handle, sequence: task.sequence, weight: item.task.weight, state: state)))
             if hub.hasSubscribers { hub.emit(.taskAdded(info(task))) }
         }
         addedOrder.sort { $0.sequence < $1.sequence }
         let epoch = scheduler.beginCommand()
-        for task in resumable { apply(scheduler.handle(.startIfUntouched(task.id, since: epoch))) }
+        for task in resumable { apply(scheduler.handle(.startIfUntouched(task.handle, since: epoch))) }
         apply(scheduler.handle(.schedule))
         return RestoreReport(restored: liveTasks.map { info($0) }, skipped: skipped)
     }
@@ -1158,6 +1179,8 @@ public actor DownloadTaskManager {
 final class ManagedTask {
     let entity: DownloadBaseEntity
     let id: DownloadTaskID
+    /// What the scheduler and the runs name the task by.
+    let handle: TaskHandle
     let sequence: Int
     let addedAt: Date
     var mode: DownloadTaskMode
@@ -1178,9 +1201,10 @@ final class ManagedTask {
     var isRemoved = false
     private var outputs: [(name: String, path: String, expectedSize: Int64?, media: MediaInfo?)] = []
 
-    init(entity: DownloadBaseEntity, mode: DownloadTaskMode, sequence: Int, addedAt: Date = Date()) {
+    init(entity: DownloadBaseEntity, mode: DownloadTaskMode, sequence: Int, handle: TaskHandle, addedAt: Date = Date()) {
         self.entity = entity
         self.id = entity.taskID
+        self.handle = handle
         self.mode = mode
         self.sequence = sequence
         self.addedAt = addedAt

@@ -1,7 +1,7 @@
 
 /// Identifies one run of one task: reports of an older run are ignored.
 struct RunTicket: Hashable, Sendable {
-    let id: DownloadTaskID
+    let handle: TaskHandle
     let generation: Int
 }
 

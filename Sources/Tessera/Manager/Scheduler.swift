@@ -57,39 +57,39 @@ struct Scheduler: Sendable {
     /// Something that happened.
     enum Event: Sendable {
         /// A new task, `idle`; queued at once when `start`.
-        case added(DownloadTaskID, sequence: Int, start: Bool)
+        case added(TaskHandle, sequence: Int, start: Bool)
         /// A task as the store had it: its state, weight and place (nothing is launched until
         /// the manager sends ``schedule``).
-        case restored(DownloadTaskID, sequence: Int, weight: Int, state: DownloadTaskState)
+        case restored(TaskHandle, sequence: Int, weight: Int, state: DownloadTaskState)
         /// `start` of a known task: queued again, ahead of the others, unless it is running or
         /// waiting, or completed (and `redo` false: a completed task runs again when its mode
         /// changed or an output is gone).
-        case start(DownloadTaskID, redo: Bool)
+        case start(TaskHandle, redo: Bool)
         /// `resume`: a paused, failed, invalid, idle or interrupted task is queued ahead.
-        case resume(DownloadTaskID)
+        case resume(TaskHandle)
         /// `startAll`, for one task: queued (not ahead) unless a command touched it since `epoch`.
-        case startIfUntouched(DownloadTaskID, since: Int)
+        case startIfUntouched(TaskHandle, since: Int)
         /// `stop`: paused, wherever it is.
-        case stop(DownloadTaskID)
+        case stop(TaskHandle)
         /// `stopAll`: every one paused first, then nothing waiting is left to launch (stopping one
         /// at a time would launch the next waiting task each time, only to stop it).
-        case stopMany([DownloadTaskID])
+        case stopMany([TaskHandle])
         /// `remove`: stopped and forgotten.
-        case remove(DownloadTaskID)
+        case remove(TaskHandle)
         /// Launch what can be launched (after a batch of events).
         case schedule
         /// The run of `generation` has its manifest and downloads; `demand` is the segment slots
         /// it wants at once, by host (given here, not after, so the task never looks idle between).
-        case resolved(DownloadTaskID, generation: Int, demand: [String: Int])
+        case resolved(TaskHandle, generation: Int, demand: [String: Int])
         /// The run of `generation` resolves again (stale URLs).
-        case reResolving(DownloadTaskID, generation: Int)
+        case reResolving(TaskHandle, generation: Int)
         /// The run wants `count` more segment slots for `host`.
-        case demand(DownloadTaskID, generation: Int, host: String, count: Int)
+        case demand(TaskHandle, generation: Int, host: String, count: Int)
         /// The run gives back `count` slots of `host` (transfers ended) and withdraws `withdrawn`
         /// of its demand for it (segments it no longer needs a slot for).
-        case returned(DownloadTaskID, generation: Int, host: String, count: Int, withdrawn: Int = 0)
+        case returned(TaskHandle, generation: Int, host: String, count: Int, withdrawn: Int = 0)
         /// The run of `generation` ended.
-        case ended(DownloadTaskID, generation: Int, RunEnding)
+        case ended(TaskHandle, generation: Int, RunEnding)
         /// Free space moved to another level.
         case diskLevel(DiskSpaceLevel, free: String)
         /// The network monitor reported.
@@ -97,30 +97,33 @@ struct Scheduler: Sendable {
         /// A probe reached `host`: the tasks waiting for it go again.
         case hostReachable(String)
         /// A task's network wait number `wait` ran out.
-        case networkWaitExpired(DownloadTaskID, wait: Int)
+        case networkWaitExpired(TaskHandle, wait: Int)
     }
 
     /// What the manager does.
     enum Action: Sendable, Equatable {
         /// Start a run of the task with this generation.
-        case launch(DownloadTaskID, generation: Int)
+        case launch(TaskHandle, generation: Int)
         /// Cancel the task's run.
-        case cancel(DownloadTaskID)
+        case cancel(TaskHandle)
         /// The task's run may hold at most `limit` segment slots from now on: it gives back slots
         /// above it as their transfers end, instead of starting its next segment on them.
-        case share(DownloadTaskID, generation: Int, limit: Int)
+        case share(TaskHandle, generation: Int, limit: Int)
         /// The task's state changed: persist it and tell subscribers.
-        case changed(DownloadTaskID, from: DownloadTaskState, to: DownloadTaskState)
+        case changed(TaskHandle, from: DownloadTaskState, to: DownloadTaskState)
         /// The task's run may start `count` more segment transfers to `host`.
-        case grant(DownloadTaskID, generation: Int, host: String, count: Int)
+        case grant(TaskHandle, generation: Int, host: String, count: Int)
         /// Arm a timer: after `after`, send ``Event/networkWaitExpired(_:wait:)``.
-        case armNetworkWait(DownloadTaskID, wait: Int, after: Duration)
+        case armNetworkWait(TaskHandle, wait: Int, after: Duration)
         /// Probe the hosts of tasks waiting for the network until none waits.
         case startProbing
         /// Tell subscribers about the environment.
         case notice(DownloadNotice)
+        /// Tell subscribers that the task starts on a metered network (`allowed`), or waits for
+        /// an unmetered one.
+        case meteredNetwork(TaskHandle, allowed: Bool)
         /// A transition the table forbids was asked for (a bug): log it.
-        case refused(DownloadTaskID, from: DownloadTaskState, to: DownloadTaskState)
+        case refused(TaskHandle, from: DownloadTaskState, to: DownloadTaskState)
     }
 
     /// One task, as scheduling sees it.
@@ -155,10 +158,10 @@ struct Scheduler: Sendable {
     }
 
     private(set) var limits: Limits
-    private(set) var entries: [DownloadTaskID: Entry] = [:]
+    private(set) var entries: [TaskHandle: Entry] = [:]
     private var queue = PriorityQueue<QueueEntry>()
     /// Tasks with a live run (resolving or downloading).
-    private(set) var running: Set<DownloadTaskID> = []
+    private(set) var running: Set<TaskHandle> = []
     private(set) var segmentsInUse = 0
     /// The most segment slots ever held at once.
     private(set) var peakSegmentsInUse = 0
@@ -184,23 +187,23 @@ struct Scheduler: Sendable {
     }
 
     /// The task's state, if it is known.
-    func state(of id: DownloadTaskID) -> DownloadTaskState? { entries[id]?.state }
+    func state(of id: TaskHandle) -> DownloadTaskState? { entries[id]?.state }
 
     /// The task's scheduling entry.
-    func entry(_ id: DownloadTaskID) -> Entry? { entries[id] }
+    func entry(_ id: TaskHandle) -> Entry? { entries[id] }
 
     /// The task's weight (0 when unknown).
-    func weight(of id: DownloadTaskID) -> Int { entries[id]?.weight ?? 0 }
+    func weight(of id: TaskHandle) -> Int { entries[id]?.weight ?? 0 }
 
     /// The generation of the task's current (or last) run, if the task is known.
-    func generation(of id: DownloadTaskID) -> Int? { entries[id]?.generation }
+    func generation(of id: TaskHandle) -> Int? { entries[id]?.generation }
 
     /// Tasks holding a task slot now.
     private(set) var activeCount = 0
 
     /// Counts the task in ``activeCount`` or not, as it stands now: called after every change of
     /// its state, its demand or its place among the running tasks.
-    private mutating func recount(_ id: DownloadTaskID) {
+    private mutating func recount(_ id: TaskHandle) {
         guard let entry = entries[id] else { return }
         let active = entry.isActive && running.contains(id)
         guard active != entry.countedActive else { return }
@@ -402,15 +405,15 @@ struct Scheduler: Sendable {
 
     // MARK: - Rules
 
-    private func isCurrent(_ id: DownloadTaskID, _ generation: Int) -> Bool {
+    private func isCurrent(_ id: TaskHandle, _ generation: Int) -> Bool {
         entries[id]?.generation == generation
     }
 
-    private func ids(where predicate: (Entry) -> Bool) -> [DownloadTaskID] {
+    private func ids(where predicate: (Entry) -> Bool) -> [TaskHandle] {
         entries.filter { predicate($0.value) }.sorted { $0.value.sequence < $1.value.sequence }.map(\.key)
     }
 
-    private mutating func transition(_ id: DownloadTaskID, to next: DownloadTaskState, into actions: inout [Action]) {
+    private mutating func transition(_ id: TaskHandle, to next: DownloadTaskState, into actions: inout [Action]) {
         guard let current = entries[id]?.state else { return }
         guard current.canTransition(to: next) else {
             actions.append(.refused(id, from: current, to: next))
@@ -422,7 +425,7 @@ struct Scheduler: Sendable {
     }
 
     /// Moves a task to `waiting`; `jumpAhead` gives it the highest weight so far.
-    private mutating func enqueue(_ id: DownloadTaskID, jumpAhead: Bool, into actions: inout [Action]) {
+    private mutating func enqueue(_ id: TaskHandle, jumpAhead: Bool, into actions: inout [Action]) {
         guard entries[id] != nil else { return }
         if jumpAhead {
             topWeight += 1
@@ -442,11 +445,7 @@ struct Scheduler: Sendable {
             guard let entry = entries[next.id], entry.state == .waiting, entry.queueVersion == next.version else { continue }
             if network.isOnline, network.isMetered {
                 let allowed = limits.allowsMeteredNetwork
-                actions.append(.notice(DownloadNotice(
-                    kind: .meteredNetwork,
-                    message: allowed ? "\(next.id) started on a metered network (\(network))"
-                        : "\(next.id) waits for an unmetered network (\(network))",
-                    taskID: next.id)))
+                actions.append(.meteredNetwork(next.id, allowed: allowed))
                 if !allowed {
                     transition(next.id, to: .interrupted(.meteredNetwork), into: &actions)
                     continue
@@ -461,7 +460,7 @@ struct Scheduler: Sendable {
     }
 
     /// Cancels a running task's run and gives its slots back.
-    private mutating func halt(_ id: DownloadTaskID, into actions: inout [Action]) {
+    private mutating func halt(_ id: TaskHandle, into actions: inout [Action]) {
         guard let entry = entries[id] else { return }
         entries[id]!.generation += 1
         if entry.isRunning {
@@ -471,7 +470,7 @@ struct Scheduler: Sendable {
         }
     }
 
-    private mutating func stopRunning(_ id: DownloadTaskID) {
+    private mutating func stopRunning(_ id: TaskHandle) {
         guard let entry = entries[id] else { return }
         entries[id]!.sentShare = nil
         for (host, count) in entry.held { release(id, host: host, count: count) }
@@ -481,7 +480,7 @@ struct Scheduler: Sendable {
         recount(id)
     }
 
-    private mutating func release(_ id: DownloadTaskID, host: String, count: Int) {
+    private mutating func release(_ id: TaskHandle, host: String, count: Int) {
         guard count > 0, let held = entries[id]?.held[host] else { return }
         let freed = min(count, held)
         entries[id]!.held[host] = held - freed == 0 ? nil : held - freed
@@ -491,7 +490,7 @@ struct Scheduler: Sendable {
         hostsInUse[host] = inUse <= 0 ? nil : inUse
     }
 
-    private mutating func withdraw(_ id: DownloadTaskID, host: String, count: Int) {
+    private mutating func withdraw(_ id: TaskHandle, host: String, count: Int) {
         guard count > 0, let demand = entries[id]?.demand[host] else { return }
         let withdrawn = min(count, demand)
         entries[id]!.demand[host] = demand - withdrawn == 0 ? nil : demand - withdrawn
@@ -503,7 +502,7 @@ struct Scheduler: Sendable {
     private mutating func grantSlots(into actions: inout [Action]) {
         // One look at each running task (hashing an identity is the expensive part).
         struct Contender {
-            let id: DownloadTaskID
+            let id: TaskHandle
             let sequence: Int
             let weight: Int
             let generation: Int
@@ -609,7 +608,7 @@ struct Scheduler: Sendable {
 struct QueueEntry: Comparable, Sendable {
     var weight: Int
     var sequence: Int
-    var id: DownloadTaskID
+    var id: TaskHandle
     var version: Int
 
     /// Higher weight first; among equals, the earlier added.

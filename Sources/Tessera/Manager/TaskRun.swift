@@ -164,6 +164,8 @@ struct RetryState: Sendable {
 /// its bytes go is ``OutputWriter``'s; what is on disk is the ``TaskJournal``'s.
 final class TaskRun: Sendable {
     let ticket: RunTicket
+    /// The task's identity.
+    let id: DownloadTaskID
     let manager: DownloadTaskManager
     /// What the task had when the run was launched.
     let start: RunStart
@@ -180,10 +182,11 @@ final class TaskRun: Sendable {
     let baseSeed: UInt64
 
     init(
-        ticket: RunTicket, manager: DownloadTaskManager, start: RunStart, entity: DownloadBaseEntity, mode: DownloadTaskMode,
+        ticket: RunTicket, id: DownloadTaskID, manager: DownloadTaskManager, start: RunStart, entity: DownloadBaseEntity, mode: DownloadTaskMode,
         progress: TaskProgress, mailbox: RunMailbox, services: RunServices, events: EventQueue<RunEvent>, baseSeed: UInt64
     ) {
         self.ticket = ticket
+        self.id = id
         self.manager = manager
         self.start = start
         self.entity = entity
@@ -195,7 +198,6 @@ final class TaskRun: Sendable {
         self.baseSeed = baseSeed
     }
 
-    var id: DownloadTaskID { ticket.id }
     var configuration: DownloadTaskManager.Configuration { services.configuration }
     var policy: RetryPolicy { configuration.retry }
 

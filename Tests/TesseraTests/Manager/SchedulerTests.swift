@@ -3,8 +3,7 @@ import Testing
 
 /// The scheduler alone: events in, actions out. No network, no clock, no actor.
 @Suite struct SchedulerTests {
-    static func id(_ name: String) -> DownloadTaskID { DownloadTaskID(entityType: "t", entityKey: name) }
-    let a = id("a"), b = id("b"), c = id("c"), d = id("d")
+    let a = TaskHandle(1), b = TaskHandle(2), c = TaskHandle(3), d = TaskHandle(4)
 
     func scheduler(tasks: Int = 2, segments: Int = 4, perHost: Int? = nil, metered: Bool = true, wait: Duration? = nil)
         -> Scheduler
@@ -16,7 +15,7 @@ import Testing
 
     /// Adds and starts tasks in order; returns every action.
     @discardableResult
-    func add(_ ids: [DownloadTaskID], to scheduler: inout Scheduler, start: Bool = true) -> [Scheduler.Action] {
+    func add(_ ids: [TaskHandle], to scheduler: inout Scheduler, start: Bool = true) -> [Scheduler.Action] {
         var actions: [Scheduler.Action] = []
         for (index, id) in ids.enumerated() {
             _ = scheduler.beginCommand()
@@ -25,17 +24,17 @@ import Testing
         return actions
     }
 
-    func launched(_ actions: [Scheduler.Action]) -> [DownloadTaskID] {
+    func launched(_ actions: [Scheduler.Action]) -> [TaskHandle] {
         actions.compactMap { if case .launch(let id, _) = $0 { id } else { nil } }
     }
 
-    func granted(_ actions: [Scheduler.Action]) -> [DownloadTaskID: Int] {
-        var result: [DownloadTaskID: Int] = [:]
+    func granted(_ actions: [Scheduler.Action]) -> [TaskHandle: Int] {
+        var result: [TaskHandle: Int] = [:]
         for case .grant(let id, _, _, let count) in actions { result[id, default: 0] += count }
         return result
     }
 
-    func generation(_ scheduler: Scheduler, _ id: DownloadTaskID) -> Int { scheduler.entry(id)!.generation }
+    func generation(_ scheduler: Scheduler, _ id: TaskHandle) -> Int { scheduler.entry(id)!.generation }
 
     // MARK: Queue and task slots
 
@@ -234,8 +233,9 @@ import Testing
     @Test func aMeteredNetworkHoldsTasksBackUnlessAllowed() {
         var held = scheduler(metered: false)
         _ = held.handle(.network(NetworkStatus(isOnline: true, isMetered: true)))
-        add([a], to: &held)
+        let heldActions = add([a], to: &held)
         #expect(held.state(of: a) == .interrupted(.meteredNetwork))
+        #expect(heldActions.contains(.meteredNetwork(a, allowed: false)), "the subscribers hear why it waits")
         let unmetered = held.handle(.network(.online))
         #expect(launched(unmetered) == [a])
 
@@ -243,7 +243,7 @@ import Testing
         _ = allowed.handle(.network(NetworkStatus(isOnline: true, isMetered: true)))
         let actions = add([a], to: &allowed)
         #expect(launched(actions) == [a])
-        #expect(actions.contains { if case .notice(let notice) = $0 { notice.kind == .meteredNetwork } else { false } })
+        #expect(actions.contains(.meteredNetwork(a, allowed: true)))
     }
 
     @Test func everyStateChangeFollowsTheTransitionTable() {
@@ -252,7 +252,7 @@ import Testing
         var scheduler = scheduler(tasks: 2, segments: 3)
         let ids = [a, b, c, d]
         add(ids, to: &scheduler)
-        var states: [DownloadTaskID: DownloadTaskState] = Dictionary(uniqueKeysWithValues: ids.map { ($0, .waiting) })
+        var states: [TaskHandle: DownloadTaskState] = Dictionary(uniqueKeysWithValues: ids.map { ($0, .waiting) })
         for id in ids where scheduler.state(of: id) == .resolving { states[id] = .resolving }
         var random = SplitMixRandom(seed: 7)
         for _ in 0..<2_000 {
