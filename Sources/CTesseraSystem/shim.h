@@ -51,6 +51,17 @@ static inline int tessera_fallocate_keep_size(int descriptor, int64_t offset, in
 }
 #endif
 
+#ifdef __GLIBC__
+#include <malloc.h>
+/// Sets glibc's malloc to serve blocks below `mmap_threshold` from its heaps and to give free
+/// memory back only beyond `trim_threshold` (mallopt(3)); 1 when both were taken.
+static inline int tessera_tune_malloc(int mmap_threshold, int trim_threshold) {
+    return mallopt(M_MMAP_THRESHOLD, mmap_threshold) == 1 && mallopt(M_TRIM_THRESHOLD, trim_threshold) == 1;
+}
+#else
+static inline int tessera_tune_malloc(int mmap_threshold, int trim_threshold) { (void)mmap_threshold; (void)trim_threshold; return 0; }
+#endif
+
 #ifdef __linux__
 
 // Network monitoring (NetlinkNetworkMonitor): netlink's constants and sockaddr_nl, eventfd(2)

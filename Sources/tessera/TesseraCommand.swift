@@ -22,6 +22,9 @@ struct TesseraCommand: AsyncParsableCommand {
 @main
 enum Main {
     static func main() async {
+        // Thousands of transfers each allocate and free a receive buffer: kept in the heap, not
+        // faulted in again per transfer.
+        CurlEngine.tuneAllocatorForManyTransfers()
         LoggingSystem.bootstrap(TerminalLogHandler.init)
         if let suggestion = TesseraCommand.suggestion(for: Array(CommandLine.arguments.dropFirst())) {
             Terminal.err("tessera: \(suggestion)")

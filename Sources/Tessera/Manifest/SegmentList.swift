@@ -636,4 +636,16 @@ struct ListedRun: Sendable, Hashable, Codable {
 extension SegmentList {
     /// The URLs of the segment at `index` (its first, then its mirrors).
     func urls(at index: Int) -> [URL] { self[index].urls }
+
+    /// The URLs of the segment at `index` as text, when it has nothing but its URLs and the
+    /// compact form holds them as text (a numbered run of absolute patterns): no `URL` value is
+    /// built. `nil` for any other segment (read it with the subscript).
+    package func plainURLTexts(at index: Int) -> [String]? {
+        let (run, offset) = locate(index)
+        guard case .numbered(let numbered) = runs[run], numbered.headers.isEmpty,
+            numbered.mirrors.allSatisfy({ $0.base == nil })
+        else { return nil }
+        let number = numbered.numbering.number(at: offset), time = numbered.numbering.time(at: offset)
+        return numbered.mirrors.map { $0.pattern.expand(number: number, time: time) }
+    }
 }

@@ -31,7 +31,11 @@ struct ResolveCommand: AsyncParsableCommand {
         let context = ResolveContext(engine: engine, headers: try network.headerFields(), documentTimeout: network.documentTimeout)
         let registry = makeRegistry()
         let resolver = InputResolver(registry: registry, context: context, arguments: arguments, format: format)
-        var results: [[String: Any]] = []
+        // The JSON document is written as the entities resolve, each segment as it is read from
+        // the manifest's compact form: never the whole document, nor every URL, in memory.
+        var stream = JSONStream()
+        var entities = 0
+        if json { stream.raw("{\"entities\":[") }
         var errors: [[String: Any]] = []
         for text in inputs {
             do {
@@ -44,7 +48,9 @@ struct ResolveCommand: AsyncParsableCommand {
                         try manifest.validate(maxSegments: context.maxSegments)
                         // The JSON document lists every segment; the text shows the first few.
                         if json {
-                            results.append(ResolveReport.entity(entity, input: text, manifest: manifest))
+                            stream.raw(entities == 0 ? "\n" : ",\n")
+                            ResolveReport.write(entity, input: text, manifest: manifest, to: &stream)
+                            entities += 1
                         } else {
                             Terminal.outLines(ResolveReport.text(entity, manifest: manifest, allSegments: allSegments))
                         }
@@ -60,8 +66,12 @@ struct ResolveCommand: AsyncParsableCommand {
             }
         }
         if json {
-            let document: [String: Any] = ["tessera": Tessera.version, "entities": results, "errors": errors]
-            try Terminal.json(document, pretty: true)
+            stream.raw("\n],\"errors\":")
+            stream.value(errors)
+            stream.raw(",\"tessera\":")
+            stream.string(Tessera.version)
+            stream.raw("}\n")
+            stream.flush()
         }
         await engine.shutdown()
         if !errors.isEmpty { throw ExitCode(1) }
@@ -70,6 +80,60 @@ struct ResolveCommand: AsyncParsableCommand {
 
 /// How `resolve` shows a manifest.
 enum ResolveReport {
+    /// An entity's JSON object (as ``entity(_:input:manifest:)`` makes it, keys sorted), written
+    /// to `stream` output by output and segment by segment, one segment a line.
+    static func write(_ entity: DownloadBaseEntity, input: String, manifest: DownloadManifest, to stream: inout JSONStream) {
+        var fields = Self.entity(entity, input: input, manifest: DownloadManifest(title: manifest.title, outputs: []))
+        fields["sourceURL"] = manifest.sourceURL?.absoluteString
+        if let expiry = manifest.expiresAt { fields["expiresAt"] = ISO8601DateFormatter().string(from: expiry) }
+        if !manifest.metadata.isEmpty { fields["metadata"] = manifest.metadata }
+        fields["outputs"] = nil
+        writeObject(fields, to: &stream, inserting: "outputs") { stream in
+            stream.raw("[")
+            for (index, output) in manifest.outputs.enumerated() {
+                stream.raw(index == 0 ? "\n" : ",\n")
+                var outputFields = Self.output(DownloadOutput(
+                    name: output.name, assembly: output.assembly, segments: [], expectedSize: output.expectedSize,
+                    checksum: output.checksum, isSelected: output.isSelected, media: output.media))
+                outputFields["segments"] = nil
+                outputFields["size"] = output.knownSize
+                writeObject(outputFields, to: &stream, inserting: "segments") { stream in
+                    stream.raw("[")
+                    let segments = output.segments
+                    for index in segments.indices {
+                        stream.raw(index == 0 ? "\n" : ",\n")
+                        if let urls = segments.plainURLTexts(at: index) {
+                            stream.raw("{\"urls\":")
+                            stream.value(urls)
+                            stream.raw("}")
+                        } else {
+                            stream.value(segment(segments[index]))
+                        }
+                    }
+                    stream.raw("\n]")
+                }
+            }
+            stream.raw("\n]")
+        }
+    }
+
+    /// `fields` as a JSON object with sorted keys, the value of `key` written by `body` at its
+    /// place among them.
+    private static func writeObject(
+        _ fields: [String: Any], to stream: inout JSONStream, inserting key: String, _ body: (inout JSONStream) -> Void
+    ) {
+        stream.raw("{")
+        var first = true
+        for name in (Array(fields.keys) + [key]).sorted() {
+            stream.raw(first ? "" : ",")
+            first = false
+            stream.string(name)
+            stream.raw(":")
+            if name == key { body(&stream) } else { stream.value(fields[name]!) }
+        }
+        stream.raw("}")
+    }
+
     static func entity(_ entity: DownloadBaseEntity, input: String, manifest: DownloadManifest) -> [String: Any] {
         var object: [String: Any] = [
             "input": input, "id": entity.taskID.description, "type": type(of: entity).entityType,
