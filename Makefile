@@ -18,7 +18,7 @@ TEST_PACKAGES  := nginx-light openssl tmux $(MEDIA_PACKAGES) $(SERVE_PACKAGES)
 # What the benchmark compares against.
 BENCH_PACKAGES := nginx-light aria2 curl python3
 
-.PHONY: all demo test bench conformance docs build deps bench-deps clean help install check fuzz soak serve-check
+.PHONY: all demo test bench bench-cli conformance docs build deps bench-deps clean help install check fuzz soak serve-check
 DOCC ?= $(shell command -v docc || echo "$(dir $(realpath $(shell command -v $(SWIFT))))docc")
 # What the conformance check compares against: aria2c from apt, yt-dlp from PyPI in a venv.
 CONFORMANCE_PACKAGES := aria2 python3 python3-venv
@@ -29,6 +29,7 @@ help:
 	@echo "make demo   download a handful of files from an embedded loopback origin (then try tessera serve)"
 	@echo "make test   build and run the test suite"
 	@echo "make bench  the engine against curl and aria2c; tessera get on DASH/HLS/Metalink against yt-dlp and aria2c"
+	@echo "make bench-cli [BASELINE=old/tessera]  tessera get/resolve on many files and segments, one large file and kills, against curl and aria2c"
 	@echo "make serve-check  tessera serve driven by aria2p (and the same script against aria2c --enable-rpc), its dashboard in headless Chromium"
 	@echo "make conformance  DASH segment lists and HLS downloads against yt-dlp, Metalink downloads against aria2c"
 	@echo "make docs   the DocC documentation of Tessera into .build/docs (warnings are errors)"
@@ -159,6 +160,17 @@ bench: bench-deps
 	$(SWIFT) build -c release --product tessera
 	bin="$$($(SWIFT) build -c release --show-bin-path)" && \
 	python3 Benchmarks/run.py --tessera "$$bin/tessera-engine-bench" --tessera-cli "$$bin/tessera" $(BENCH_ARGS)
+
+# The command line on many small files and segments, one large file, a long MPD and kills, against
+# curl (and aria2c where it applies), alternating, outputs in tmpfs, with every target's ratio at the
+# end. A benchmark, not a test: nothing fails on a slow machine. BASELINE=path/to/an/earlier/tessera
+# adds its rows, measured in the same rounds (before and after in one run).
+BENCH_CLI_SCENARIOS := p1cli,p2cli,p3big,p6,p7,kill
+bench-cli: bench-deps
+	$(call ensure_packages,python3-venv)
+	$(SWIFT) build -c release --product tessera
+	python3 Benchmarks/run.py --tessera-cli "$$($(SWIFT) build -c release --show-bin-path)/tessera" \
+		--scenarios $(BENCH_CLI_SCENARIOS) $(if $(BASELINE),--baseline-cli $(BASELINE)) $(BENCH_ARGS)
 
 # Differential checks against oracles nobody here wrote: the DASH plugin's segment URLs
 # against yt-dlp's fragment lists, HLS downloads against yt-dlp's, Metalink downloads against

@@ -32,6 +32,14 @@ struct JSONStream {
 
     /// A JSON string.
     mutating func string(_ value: String) {
+        // Printable ASCII without a quote or a backslash (every URL): as it is.
+        if value.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != 0x22 && $0 != 0x5C }) {
+            buffer.append(0x22)
+            buffer.append(contentsOf: value.utf8)
+            buffer.append(0x22)
+            if buffer.count >= Self.blockSize { flush() }
+            return
+        }
         buffer.append(0x22)
         for scalar in value.unicodeScalars {
             switch scalar {
