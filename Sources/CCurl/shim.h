@@ -8,6 +8,8 @@
 #include <curl/curl.h>
 #include <stdint.h>
 #include <sys/socket.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 
 typedef size_t (*tessera_curl_data_callback)(char *ptr, size_t size, size_t nmemb, void *userdata);
 
@@ -62,6 +64,22 @@ static int tessera_curl_sockopt_receive_buffer(void *data, curl_socket_t socket,
         (void)setsockopt(socket, SOL_SOCKET, SO_RCVBUF, &size, sizeof size);
     }
     return CURL_SOCKOPT_OK;
+}
+
+/// The round trip time the kernel measured on the handle's connection, in microseconds; 0 when
+/// it is not known (no connection, not TCP, not Linux).
+static inline long tessera_curl_connection_rtt(CURL *handle) {
+#if defined(__linux__) && defined(TCP_INFO)
+    curl_socket_t socket = CURL_SOCKET_BAD;
+    if (curl_easy_getinfo(handle, CURLINFO_ACTIVESOCKET, &socket) != CURLE_OK || socket == CURL_SOCKET_BAD) return 0;
+    struct tcp_info info;
+    socklen_t length = sizeof info;
+    if (getsockopt(socket, IPPROTO_TCP, TCP_INFO, &info, &length) != 0) return 0;
+    return (long)info.tcpi_rtt;
+#else
+    (void)handle;
+    return 0;
+#endif
 }
 
 /// New connections of the handle get a receive buffer of `size` bytes (0: the kernel's default).

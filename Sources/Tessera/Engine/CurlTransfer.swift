@@ -601,7 +601,8 @@ final class CurlTransfer {
             status: status, effectiveURLText: effectiveText ?? pending.request.url.absoluteString,
             requestURL: pending.request.url, headers: responseHeaders,
             validator: validator ?? checkpointValidator, resourceLength: resourceLength, spanLength: spanLength,
-            resumedFrom: keptBytes, acceptsRanges: acceptsRanges)
+            resumedFrom: keptBytes, acceptsRanges: acceptsRanges,
+            roundTripTime: { let rtt = tessera_curl_connection_rtt(easy); return rtt > 0 ? .microseconds(rtt) : nil }())
         switch hook(response) {
         case .proceed:
             return nil

@@ -222,6 +222,9 @@ public struct TransferResponse: Sendable {
     public var resumedFrom: Int64
     /// Whether the server showed it serves byte ranges (`Accept-Ranges: bytes` or a `206`).
     public var acceptsRanges: Bool
+    /// The round trip time of the connection as the kernel measured it, when it is known (TCP
+    /// on Linux).
+    public var roundTripTime: Duration? = nil
 }
 
 /// What ``TransferRequest/onResponse`` decides.

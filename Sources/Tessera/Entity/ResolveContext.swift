@@ -175,6 +175,25 @@ public struct SplitPolicy: Sendable, Hashable {
     /// the bytes the server has already sent past the cut, and a new request).
     public var resplitMinimumSeconds: Double = 2
 
+    /// Under a rate limit, a file is asked for in ranges of at least this many bytes (see
+    /// ``chunk(rate:roundTrip:)``).
+    public var minimumChunk: Int64 = 1 << 20
+
+    /// The largest range asked for at once under a rate limit of `rate` bytes per second on a
+    /// connection whose round trip takes `roundTrip` (unknown before the first response).
+    ///
+    /// A server writes ahead whatever its socket takes (on Linux about 4 MiB per connection,
+    /// whatever the reader's window), and what it wrote ahead is lost when the download stops
+    /// (a kill, a pause): with ranges of this size, no more than one range is ever ahead. A range
+    /// lasts 16 round trips at the rate, so the pause between two ranges costs at most a
+    /// sixteenth of the speed; at least ``minimumChunk``, at most 64 MiB.
+    public func chunk(rate: Int64, roundTrip: Duration?) -> Int64 {
+        let seconds = roundTrip.map { Double($0.components.seconds) + Double($0.components.attoseconds) / 1e18 } ?? 0
+        let bytes = Double(max(0, rate)) * seconds * 16
+        guard bytes.isFinite else { return 64 << 20 }
+        return min(64 << 20, max(minimumChunk, Int64(min(bytes, Double(Int64.max / 2)))))
+    }
+
     /// Creates a policy.
     public init(
         minimumSize: Int64 = 20 << 20, pieceSize: Int64 = 4 << 20, maxConnections: Int = 8, resplitMinimumSeconds: Double = 2

@@ -34,6 +34,11 @@ struct SingleOutputState {
     /// Whether ranges of this version may be asked for (the server serves ranges and the
     /// version has a strong validator).
     var rangesAllowed = false
+    /// Under a rate limit, the largest range one request asks for (``SplitPolicy/chunk(rate:roundTrip:)``);
+    /// `nil` without a limit, or once the server refused a range.
+    var chunk: Int64?
+    /// The bytes of ``done`` this pass's connections counted in the task's progress.
+    var countedBytes: Int64 = 0
 }
 
 extension TaskRun {
@@ -90,6 +95,7 @@ struct DownloadLoop {
             switch writer.kind {
             case .single:
                 var state = SingleOutputState()
+                state.chunk = chunkUnderRateLimit(roundTrip: nil)
                 let record = writer.journal.output(index)
                 let (length, validator) = writer.resource
                 if let length, writer.isJournaled {
@@ -165,13 +171,23 @@ struct DownloadLoop {
             enqueue(work, demand: &demand, front: true)
             for (host, count) in demand { run.mailbox.demand(host, count) }
 
-        case .resourceKnown(let output, let rangesAllowed, let count):
+        case .resourceKnown(let output, let rangesAllowed, let count, let roundTrip):
             singles[output]?.rangesAllowed = rangesAllowed
+            if singles[output]?.chunk != nil {
+                let chunk = chunkUnderRateLimit(roundTrip: roundTrip)
+                singles[output]?.chunk = chunk
+            }
             guard ending == nil, count > 0 else { return }
             shareOut(output, among: count + 1)
             var demand: [String: Int] = [:]
             for _ in 0..<count { enqueue(.piece(output: output, attempt: nil), demand: &demand) }
             for (host, count) in demand { run.mailbox.demand(host, count) }
+
+        case .roundTrip(let output, let roundTrip):
+            if singles[output]?.chunk != nil {
+                let chunk = chunkUnderRateLimit(roundTrip: roundTrip)
+                singles[output]?.chunk = chunk
+            }
 
         case .named(let output, let proposal):
             // Claimed now (shown until the output is finished and named).
@@ -368,6 +384,19 @@ struct DownloadLoop {
         }
     }
 
+    /// Forgets the bytes a single output had (it starts over): they no longer count as done.
+    private func forgetDone(_ state: inout SingleOutputState) {
+        if state.countedBytes > 0 { run.progress.discard(bytes: state.countedBytes, segments: 0) }
+        state.countedBytes = 0
+        state.done = ByteRanges()
+    }
+
+    /// Under a global rate limit, the largest range a request asks for (`nil`: no limit).
+    private func chunkUnderRateLimit(roundTrip: Duration?) -> Int64? {
+        guard let rate = run.services.engine.globalRateLimit else { return nil }
+        return run.configuration.splitting.chunk(rate: rate, roundTrip: roundTrip)
+    }
+
     /// How many connections a single output starts with: one, unless an earlier run left a large
     /// file whose length and version are known (then its rest is shared as the first response
     /// would have shared the whole).
@@ -428,10 +457,14 @@ struct DownloadLoop {
         let (length, _) = writer.resource
         guard let length, state.rangesAllowed else {
             // The length is not known (or ranges may not be asked for): one request for the
-            // whole resource, once.
+            // whole resource, once; under a rate limit, for its first range (the answer tells
+            // the length, and whether ranges are served).
             guard state.pieces.isEmpty else { return nil }
-            state.done = ByteRanges()
-            return (0, nil, true)
+            forgetDone(&state)
+            // (Not again once a first answer showed that ranges of this version may not be
+            // asked for: then it is the whole resource.)
+            let first = writer.output.segments[0].range == nil && length == nil ? state.chunk : nil
+            return (0, first, true)
         }
         var attempts = 0
         while attempts < 4 {
@@ -452,10 +485,10 @@ struct DownloadLoop {
                 minimumSeconds: splitting.resplitMinimumSeconds, typicalSpeed: state.lastSpeed)
             {
             case .gap(let range):
-                return (range.lowerBound, range.upperBound - range.lowerBound, false)
+                return (range.lowerBound, min(range.upperBound - range.lowerBound, state.chunk ?? .max), false)
             case .split(let id, let at, let end):
                 guard let piece = state.pieces[id], piece.bound.shrink(to: at - piece.start) else { continue }
-                return (at, end - at, false)
+                return (at, min(end - at, state.chunk ?? .max), false)
             case .none:
                 return nil
             }
@@ -470,7 +503,10 @@ struct DownloadLoop {
         in group: inout ThrowingDiscardingTaskGroup<any Error>
     ) {
         guard var state = singles[output], let piece = state.pieces.removeValue(forKey: pieceID), let writer = writers[output] else { return }
-        if kept > 0 { state.done.insert(piece.start..<piece.start + kept) }
+        if kept > 0 {
+            state.done.insert(piece.start..<piece.start + kept)
+            state.countedBytes += kept
+        }
         let elapsed = Double(MonotonicClock.nanoseconds() &- piece.startedAt) / 1e9
         if error == nil, kept > 0, elapsed > 0 { state.lastSpeed = Double(kept) / elapsed }
         let (length, _) = writer.resource
@@ -494,12 +530,24 @@ struct DownloadLoop {
             for (host, count) in demand { run.mailbox.demand(host, count) }
             return
         }
+        if error.code == .rangeNotSupported, state.chunk != nil {
+            // A rate limit's first range was answered with the whole file: the server serves no
+            // ranges. The file is asked for whole, now (the answer was cut at once: not a failure).
+            state.rangesAllowed = false
+            forgetDone(&state)
+            state.chunk = nil
+            singles[output] = state
+            var demand: [String: Int] = [:]
+            enqueue(.piece(output: output, attempt: piece.attemptKey), demand: &demand, front: true)
+            for (host, count) in demand { run.mailbox.demand(host, count) }
+            return
+        }
         if error.code == .rangeNotSupported {
             // The server no longer serves ranges of it: one request for everything, again.
             state.rangesAllowed = false
-            state.done = ByteRanges()
+            forgetDone(&state)
         }
-        if !state.rangesAllowed, state.pieces.isEmpty { state.done = ByteRanges() }
+        if !state.rangesAllowed, state.pieces.isEmpty { forgetDone(&state) }
         singles[output] = state
         let key = piece.attemptKey ?? { nextAttemptKey += 1; return nextAttemptKey }()
         let urls = writer.output.segments[0].urls

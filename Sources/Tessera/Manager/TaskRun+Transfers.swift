@@ -623,6 +623,9 @@ extension TaskRun {
         for field in segment.headers { headers.replaceOrAdd(name: field.name, value: field.value) }
         let base = segment.range?.offset ?? 0
         var range = segment.range
+        // A first request with an end (a rate limit's first range) asks for that range only.
+        let chunkedFirst = piece.isFirst && segment.range == nil && piece.bound.end != .max
+        if chunkedFirst { range = ByteRange(offset: 0, length: piece.bound.end) }
         if !piece.isFirst {
             let length = piece.bound.end == .max ? nil : piece.bound.end
             range = ByteRange(offset: base + piece.start, length: length)
@@ -643,7 +646,14 @@ extension TaskRun {
             if let range = landing.flushed(onDisk) { writer.written(range) }
         }
         if piece.isFirst {
-            request.onResponse = firstResponseHook(for: writer)
+            request.onResponse = firstResponseHook(for: writer, chunked: chunkedFirst)
+        } else if services.engine.globalRateLimit != nil {
+            // Each range's answer tells the round trip the next ranges are sized by.
+            let events = self.events, index = writer.index
+            request.onResponse = { response in
+                if let roundTrip = response.roundTripTime { events.post(.roundTrip(output: index, roundTrip)) }
+                return .proceed
+            }
         }
         return .request(request, mirror: mirror, job: shared.nextJob())
     }
@@ -675,17 +685,18 @@ extension TaskRun {
 
     /// What the first response of a single output tells: its length and version, whether more
     /// connections may share it, and (for an output named by the server) its name.
-    private func firstResponseHook(for writer: OutputWriter) -> @Sendable (TransferResponse) -> ResponseDecision {
+    private func firstResponseHook(for writer: OutputWriter, chunked: Bool) -> @Sendable (TransferResponse) -> ResponseDecision {
         let splitting = configuration.splitting
         let engine = services.engine
         let sink = events
         let index = writer.index
         let progress = self.progress
         return { response in
-            if writer.resource.length == nil, let length = response.spanLength, writer.output.segments[0].knownSize == nil {
+            // (A first range of a file tells the file's length in its Content-Range.)
+            let length = chunked ? response.resourceLength : response.spanLength
+            if writer.resource.length == nil, let length, writer.output.segments[0].knownSize == nil {
                 progress.learnedSize(length)
             }
-            let length = response.spanLength
             let validator = response.validator
             let strong = validator.map { $0.hasStrongETag || $0.lastModifiedIsStrong } ?? false
             let rangesAllowed = response.acceptsRanges && strong && response.status != 0
@@ -701,7 +712,7 @@ extension TaskRun {
             if rangesAllowed, let length, writer.output.segments[0].range == nil {
                 connections = splitting.connections(forRest: length, rateLimited: engine.globalRateLimit != nil) - 1
             }
-            sink.post(.resourceKnown(output: index, rangesAllowed: rangesAllowed, connections: connections))
+            sink.post(.resourceKnown(output: index, rangesAllowed: rangesAllowed, connections: connections, roundTrip: response.roundTripTime))
             if writer.namedByResponse {
                 let proposal = ResponseNaming.fileName(url: response.effectiveURL, headers: response.headers)
                 sink.post(.named(output: index, proposal: proposal))

@@ -39,7 +39,10 @@ enum RunEvent: Sendable {
     case due(RunWork, host: String)
     /// A single output's first response told whether its ranges may be asked for, and how many
     /// more connections may share it.
-    case resourceKnown(output: Int, rangesAllowed: Bool, connections: Int)
+    case resourceKnown(output: Int, rangesAllowed: Bool, connections: Int, roundTrip: Duration?)
+    /// A response of a single output measured its connection's round trip (under a rate limit,
+    /// it sizes the ranges asked for).
+    case roundTrip(output: Int, Duration)
     /// A single output's first response proposed a name for it (settled when it is finished).
     case named(output: Int, proposal: String)
     /// An output was finished (assembled, verified, moved into place), or could not be.

@@ -589,6 +589,90 @@ private func smallSplitting(
         }
     }
 
+    // MARK: - Under a rate limit: one range at a time
+
+    @Test func underARateLimitAFileIsAskedForInRangesOfAtMostTheChunk() async throws {
+        var engine = CurlEngine.Configuration.forTests()
+        engine.globalRateLimit = 200 * oneMiB
+        try await withManager(engine: engine) { harness in
+            let size: Int64 = 5 * oneMiB + 12_345
+            let path = "/bytes/\(size)/limited.bin"
+            let origin = harness.origin
+            let entity = DirectEntity(url: origin.url(path))
+            try await harness.manager.start(entity)
+            let done = try #require(await harness.waitForState(entity.taskID, .completed, timeout: .seconds(30)))
+            #expect(done.bytesDone == size)
+            #expect(done.bytesTotal == size)
+            #expect(await origin.content(at: path).verifyFile(atPath: harness.root.file("limited.bin"), size: size))
+            let gets = origin.requests(for: path)
+            // The first request already asks for a range (its answer tells the length), the
+            // others for the next ranges of the same version: never more than a chunk ahead, so a
+            // stop loses at most what one range holds, not what the server's socket took.
+            let ranges = gets.compactMap { parseRange($0.header("Range")) }
+            #expect(ranges.count == gets.count, "\(gets.map { $0.header("Range") ?? "-" })")
+            #expect(ranges.first?.first == 0)
+            #expect(ranges.first?.last == oneMiB - 1)
+            let minimum = SplitPolicy().minimumChunk
+            for range in ranges { #expect((range.last ?? size - 1) - range.first + 1 <= minimum, "\(range)") }
+            #expect(ranges.map(\.first) == ranges.map(\.first).sorted(), "in order, one after the other")
+            #expect(gets.dropFirst().allSatisfy { $0.header("If-Match") == originETag(origin, path, size: size) })
+            #expect(origin.bytesServed(for: path) == size, "every byte once")
+            #expect(Set(gets.map(\.connection)).count == 1, "one connection, kept")
+        }
+    }
+
+    @Test func underARateLimitAServerWithoutRangesSendsTheWholeFileOnce() async throws {
+        var engine = CurlEngine.Configuration.forTests()
+        engine.globalRateLimit = 200 * oneMiB
+        try await withManager(engine: engine) { harness in
+            let size: Int64 = 3 * oneMiB
+            let path = "/whole.bin"
+            let origin = harness.origin
+            origin.serve(path, .generated(size: size))
+            origin.inject(.ignoreRange, at: path)
+            let entity = DirectEntity(url: origin.url(path))
+            try await harness.manager.start(entity)
+            let done = try #require(await harness.waitForState(entity.taskID, .completed, timeout: .seconds(30)))
+            #expect(done.bytesDone == size)
+            #expect(await origin.content(at: path).verifyFile(atPath: harness.root.file("whole.bin"), size: size))
+            // The first range was answered with the whole file: the next request asks for
+            // everything (and nothing is asked for in ranges again).
+            let gets = origin.requests(for: path)
+            #expect(gets.count == 2, "\(gets.map { $0.header("Range") ?? "-" })")
+            #expect(gets.last?.header("Range") == nil)
+        }
+    }
+
+    @Test func underARateLimitAFileWithoutAStrongValidatorIsFetchedWhole() async throws {
+        var engine = CurlEngine.Configuration.forTests()
+        engine.globalRateLimit = 200 * oneMiB
+        try await withManager(engine: engine) { harness in
+            let size: Int64 = 3 * oneMiB
+            let path = "/unversioned.bin"
+            let origin = harness.origin
+            origin.serve(path, .init(.generated(size: size), sendsETag: false, sendsLastModified: false))
+            let entity = DirectEntity(url: origin.url(path))
+            try await harness.manager.start(entity)
+            let done = try #require(await harness.waitForState(entity.taskID, .completed, timeout: .seconds(30)))
+            #expect(done.bytesDone == size)
+            #expect(await origin.content(at: path).verifyFile(atPath: harness.root.file("unversioned.bin"), size: size))
+            // Ranges of an unversioned file could splice two versions: after the first range,
+            // one request for the whole file.
+            let gets = origin.requests(for: path)
+            #expect(gets.map { $0.header("Range") ?? "-" } == ["bytes=0-1048575", "-"])
+        }
+    }
+
+    @Test func theChunkGrowsWithTheRateAndTheRoundTrip() {
+        let policy = SplitPolicy()
+        #expect(policy.chunk(rate: 40 << 20, roundTrip: nil) == policy.minimumChunk)
+        #expect(policy.chunk(rate: 40 << 20, roundTrip: .microseconds(50)) == policy.minimumChunk, "loopback")
+        #expect(policy.chunk(rate: 10 << 20, roundTrip: .milliseconds(50)) == 8 << 20, "16 round trips at the rate")
+        #expect(policy.chunk(rate: 1 << 40, roundTrip: .seconds(1)) == 64 << 20, "at most 64 MiB")
+        #expect(policy.chunk(rate: .max, roundTrip: .seconds(10_000)) == 64 << 20, "no overflow")
+        #expect(policy.chunk(rate: -5, roundTrip: .seconds(1)) == policy.minimumChunk)
+    }
+
     @Test func theSplitThresholdIsInclusive() async throws {
         try await withManager(configure: smallSplitting(minimumSize: 2 * oneMiB, pieceSize: 256 * 1024)) { harness in
             let origin = harness.origin
