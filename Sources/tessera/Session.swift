@@ -87,6 +87,14 @@ struct Session {
         ResolveContext(engine: engine, headers: headers, documentTimeout: documentTimeout)
     }
 
+    /// Keeps `session` (its manager and every task it knew) until the process exits: freeing
+    /// them costs time no one waits for.
+    static func keepUntilExit(_ session: Session) {
+        kept.withLock { $0.append(session) }
+    }
+
+    private static let kept = Locked<[Session]>([])
+
     func close() async {
         await manager.shutdown()
         await engine.shutdown()
@@ -188,9 +196,9 @@ struct InputResolver {
     /// turned into tasks without a suspension per line.
     func immediateEntities(for text: String, destinationDirectory: String = "") throws(DownloadError) -> [DownloadBaseEntity]? {
         let input = try checkedInput(text, destinationDirectory: destinationDirectory)
-        guard let (matcher, _) = registry.match(input), matcher.expand == nil else { return nil }
-        if let url = input.url, matcher.plugin == "direct", Self.mayBeManifest(url) { return nil }
-        return [try registry.makeEntity(for: input)]
+        guard let matched = registry.match(input), matched.matcher.expand == nil else { return nil }
+        if let url = input.url, matched.matcher.plugin == "direct", Self.mayBeManifest(url) { return nil }
+        return [try registry.makeEntity(for: input, matched: matched)]
     }
 
     private func checkedInput(_ text: String, destinationDirectory: String) throws(DownloadError) -> EntityInput {

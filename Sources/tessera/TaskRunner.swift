@@ -32,13 +32,15 @@ struct TaskRunner {
         // change); the manager is asked once at the start and once at the end, whatever the
         // number of tasks.
         let clock = TaskClock()
-        let tracker = RunTracker()
+        // (Only the live board draws from the latest snapshots; only --json reports the times.)
+        let tracker = RunTracker(keepsSnapshots: display.mode == .live)
+        let timed = display.mode == .json
         tracker.track(ids)
         let eventTask = Task {
             for await event in events {
                 // Shown before it counts: when the loop sees a task settled, its line is out.
                 display.handle(event)
-                clock.record(event)
+                if timed { clock.record(event) }
                 if tracker.record(event) { wake.yield() }
             }
         }
@@ -119,6 +121,12 @@ struct TaskRunner {
         }
 
         private let state = Locked(State())
+        /// Whether every task's latest snapshot is kept (for ``infos(_:)``), not only its state.
+        private let keepsSnapshots: Bool
+
+        init(keepsSnapshots: Bool = true) {
+            self.keepsSnapshots = keepsSnapshots
+        }
 
         static func isSettled(_ state: DownloadTaskState) -> Bool { state.isFinal || state == .paused || state == .idle }
 
@@ -131,7 +139,7 @@ struct TaskRunner {
         /// Snapshots taken by asking the manager; an event seen since wins over them.
         func seed(_ infos: [DownloadTaskInfo]) {
             state.withLock { state in
-                for info in infos where !state.seen.contains(info.id) { Self.update(&state, info) }
+                for info in infos where !state.seen.contains(info.id) { Self.update(&state, info, keepingSnapshot: keepsSnapshots) }
             }
         }
 
@@ -142,8 +150,9 @@ struct TaskRunner {
             switch event {
             case .taskAdded(let added) where added.state == .idle:
                 // Told as it is added, before it is started: not a task that settled idle.
-                state.withLock { state in if state.latest[added.id] == nil { state.latest[added.id] = added } }
+                if keepsSnapshots { state.withLock { state in if state.latest[added.id] == nil { state.latest[added.id] = added } } }
                 return false
+            case .taskProgress where !keepsSnapshots: return false
             case .taskAdded(let added), .taskStateChanged(let added, _), .taskProgress(let added): info = added
             case .taskRemoved(let id):
                 return state.withLock { state in
@@ -158,13 +167,13 @@ struct TaskRunner {
             return state.withLock { state in
                 state.seen.insert(info.id)
                 let wasUnsettled = state.unsettled
-                Self.update(&state, info)
+                Self.update(&state, info, keepingSnapshot: keepsSnapshots)
                 return state.unsettled == 0 && wasUnsettled > 0
             }
         }
 
-        private static func update(_ state: inout State, _ info: DownloadTaskInfo) {
-            state.latest[info.id] = info
+        private static func update(_ state: inout State, _ info: DownloadTaskInfo, keepingSnapshot: Bool) {
+            if keepingSnapshot { state.latest[info.id] = info }
             setSettled(&state, info.id, isSettled(info.state))
         }
 

@@ -110,9 +110,18 @@ public final class EntityRegistry: Sendable {
         {
             throw DownloadError(.noMatchingEntity, "no plugin is called \"\(scheme)\" (see `tessera plugins`)")
         }
-        guard let (matcher, key) = match(input) else {
+        guard let matched = match(input) else {
             throw DownloadError(.noMatchingEntity, "no plugin accepts \"\(SafePath.printable(input.text))\"")
         }
+        return try makeEntity(for: input, matched: matched)
+    }
+
+    /// Makes the entity for an input with the matcher ``match(_:)`` found for it (the input is
+    /// not matched again).
+    public func makeEntity(for input: EntityInput, matched: (matcher: EntityMatcher, key: String)) throws(DownloadError)
+        -> DownloadBaseEntity
+    {
+        let (matcher, key) = matched
         do {
             return try matcher.make(input, key)
         } catch let error as DownloadError {
@@ -137,6 +146,8 @@ public struct EntityInput: Sendable {
     public var format: String?
     /// Where outputs go, relative to the download root.
     public var destinationDirectory: String
+    /// The extension of the URL's path, lowercased (for ``EntityMatcher/Rule/pathExtensions(_:)``).
+    let pathExtension: String?
 
     /// Creates an input.
     public init(
@@ -150,6 +161,7 @@ public struct EntityInput: Sendable {
         } else {
             url = nil
         }
+        pathExtension = url.flatMap(EntityMatcher.pathExtension(of:))?.lowercased()
         self.contentType = contentType
         self.arguments = arguments
         self.format = format
@@ -281,9 +293,7 @@ public struct EntityMatcher: Sendable {
             case .urlPattern:
                 break
             case .pathExtensions(let extensions):
-                if let url = input.url, let ext = Self.pathExtension(of: url)?.lowercased(),
-                    extensions.contains(where: { $0.lowercased() == ext })
-                {
+                if let url = input.url, let ext = input.pathExtension, extensions.contains(where: { $0.lowercased() == ext }) {
                     return url.absoluteString
                 }
             case .contentType(let types):

@@ -234,6 +234,8 @@ struct DownloadRun {
         }
         runner.summarize(outcome, merges: merges)
         await session.close()
+        // Thousands of finished tasks are not taken apart one by one: the process ends next.
+        Session.keepUntilExit(session)
         if outcome.exitCode != 0 { throw ExitCode(outcome.exitCode) }
     }
 }
