@@ -23,6 +23,9 @@ extension LoopbackOrigin {
         public var acceptsRanges: Bool
         /// Extra header fields sent with every response for this path.
         public var extraHeaders: [(String, String)]
+        /// Whether bodies are sent `Transfer-Encoding: chunked`, without a `Content-Length` (a
+        /// body whose length the client learns only at its last chunk).
+        public var chunked: Bool
 
         /// Creates a resource.
         public init(
@@ -31,7 +34,8 @@ extension LoopbackOrigin {
             sendsETag: Bool = true,
             sendsLastModified: Bool = true,
             acceptsRanges: Bool = true,
-            extraHeaders: [(String, String)] = []
+            extraHeaders: [(String, String)] = [],
+            chunked: Bool = false
         ) {
             self.body = body
             self.contentType = contentType
@@ -39,6 +43,7 @@ extension LoopbackOrigin {
             self.sendsLastModified = sendsLastModified
             self.acceptsRanges = acceptsRanges
             self.extraHeaders = extraHeaders
+            self.chunked = chunked
         }
 
         /// Generated content of `size` bytes.

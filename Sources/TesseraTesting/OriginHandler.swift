@@ -131,7 +131,11 @@ extension OriginCore {
                 }
             }
         }
-        plan.headers.add(name: "Content-Length", value: String(Int64(plan.body.count) + lengthDelta))
+        if resource.chunked {
+            plan.headers.add(name: "Transfer-Encoding", value: "chunked")
+        } else {
+            plan.headers.add(name: "Content-Length", value: String(Int64(plan.body.count) + lengthDelta))
+        }
         if lengthDelta != 0 { plan.closeAfter = true }
         return plan
     }

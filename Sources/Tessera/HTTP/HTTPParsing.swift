@@ -12,6 +12,9 @@ struct ContentRange: Hashable, Sendable {
     /// The complete length of the resource, or `nil` when the server sent `*`.
     var completeLength: Int64?
 
+    /// The largest length believed: 1 EiB, a manifest's bound too (`DownloadManifest.maxTotalBytes`).
+    static let maxLength: Int64 = 1 << 60
+
     init?(_ value: String) {
         var text = Substring(value).trimmingHTTPWhitespace()
         guard text.lowercased().hasPrefix("bytes ") else { return nil }
@@ -21,7 +24,8 @@ struct ContentRange: Hashable, Sendable {
         if lengthText == "*" {
             completeLength = nil
         } else {
-            guard let length = Int64(decimalDigits: lengthText) else { return nil }
+            // (Beyond 1 EiB no length is believed: no sum or end built from it can overflow.)
+            guard let length = Int64(decimalDigits: lengthText), length <= Self.maxLength else { return nil }
             completeLength = length
         }
         if spanText == "*" {
@@ -31,7 +35,7 @@ struct ContentRange: Hashable, Sendable {
             guard let dash = spanText.firstIndex(of: "-"),
                 let first = Int64(decimalDigits: spanText[..<dash]),
                 let last = Int64(decimalDigits: spanText[spanText.index(after: dash)...]),
-                first <= last
+                first <= last, last < Self.maxLength
             else { return nil }
             if let completeLength, last >= completeLength { return nil }
             span = first...last

@@ -138,7 +138,9 @@ final class OutputWriter: Sendable {
             case .single:
                 state.length = record.size
                 state.validator = record.validator
-                state.journaled = record.size != nil
+                // (A body of unannounced length is journaled too: with its version, its bytes
+                // can be resumed with an open range, as `curl -C -` does.)
+                state.journaled = record.size != nil || record.validator != nil
                 if let length = record.size, record.ranges.contains(0..<length) {
                     state.done[0] = true
                     bytes = length

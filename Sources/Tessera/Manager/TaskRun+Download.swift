@@ -98,8 +98,15 @@ struct DownloadLoop {
                 state.chunk = chunkUnderRateLimit(roundTrip: nil)
                 let record = writer.journal.output(index)
                 let (length, validator) = writer.resource
-                if let length, writer.isJournaled {
-                    state.done = record.ranges.clamped(to: 0..<length)
+                if writer.isJournaled {
+                    if let length {
+                        state.done = record.ranges.clamped(to: 0..<length)
+                    } else {
+                        // Unannounced length: what follows the first bytes on disk is asked for.
+                        let prefix = record.ranges.contiguousCount(from: 0)
+                        state.done = ByteRanges()
+                        if prefix > 0 { state.done.insert(0..<prefix) }
+                    }
                     state.rangesAllowed = validator.map { $0.hasStrongETag || $0.lastModifiedIsStrong } ?? false
                     if !state.rangesAllowed { state.done = ByteRanges() }
                 }
@@ -455,6 +462,13 @@ struct DownloadLoop {
         for writer: OutputWriter, _ state: inout SingleOutputState, sharers: Int
     ) -> (start: Int64, length: Int64?, isFirst: Bool)? {
         let (length, _) = writer.resource
+        if length == nil, state.rangesAllowed, state.pieces.isEmpty, let end = state.done.ranges.first?.upperBound,
+            state.done.ranges.first?.lowerBound == 0
+        {
+            // A body of unannounced length that an earlier run began: the rest of it, with an
+            // open range of the same version (its end is where the answer ends).
+            return (end, nil, false)
+        }
         guard let length, state.rangesAllowed else {
             // The length is not known (or ranges may not be asked for): one request for the
             // whole resource, once; under a rate limit, for its first range (the answer tells
@@ -511,8 +525,17 @@ struct DownloadLoop {
         if error == nil, kept > 0, elapsed > 0 { state.lastSpeed = Double(kept) / elapsed }
         let (length, _) = writer.resource
         if error == nil, length == nil, piece.isFirst {
-            // A body of unannounced length: it is complete as it came.
+            // A body of unannounced length: it is complete as it came (and the task's total is
+            // known at last).
             writer.learnResource(length: kept, validator: nil)
+            if writer.output.segments.knownSize(at: 0) == nil { run.progress.learnedSize(kept) }
+        } else if error == nil, length == nil, piece.bound.end == .max {
+            // The rest of such a body, resumed with an open range: it ends where the answer did.
+            let (end, overflow) = piece.start.addingReportingOverflow(kept)
+            if !overflow {
+                writer.learnResource(length: end, validator: writer.resource.validator)
+                if writer.output.segments.knownSize(at: 0) == nil { run.progress.learnedSize(end) }
+            }
         }
         let resourceLength = writer.resource.length
         if let resourceLength, state.done.contains(0..<resourceLength) {
@@ -557,7 +580,11 @@ struct DownloadLoop {
                 policy: run.policy, seed: run.seed("piece-\(output)-\(key)")),
             next: .fetch(mirror: 0, fromScratch: false), checkpoint: nil)
         let shared = run.shared
-        let action = retry.attempt.next(after: .failed(error, progressed: kept > 0, resumed: resumed)) { shared.wait(for: urls[$0]) }
+        // Progress forgives earlier failures only when its bytes are kept: bytes that the next
+        // request asks for again (no ranges of this version) are none, or a server that cuts
+        // every answer short would be asked again forever.
+        let kept = kept > 0 && state.rangesAllowed
+        let action = retry.attempt.next(after: .failed(error, progressed: kept, resumed: resumed)) { shared.wait(for: urls[$0]) }
         run.noteFailure(error, url: nil, attempt: retry.attempt, urls: urls)
         retry.next = action
         switch action {

@@ -168,7 +168,11 @@ extension TaskRun {
                     // What the failure says of the URL (dead, or a Retry-After) is known before the
                     // next attempt is chosen: the first retry honours it too.
                     noteFailure(error, url: urls[mirror], attempt: state.attempt, urls: urls)
-                    action = state.attempt.next(after: .failed(error, progressed: after > before, resumed: resumed)) {
+                    // Progress counts only when its bytes can be resumed (a version to ask
+                    // `If-Range` with): a server that cuts every answer short, without one, would
+                    // be asked again forever.
+                    let kept = after > before && state.checkpoint?.0.validator?.ifRangeValue != nil
+                    action = state.attempt.next(after: .failed(error, progressed: kept, resumed: resumed)) {
                         shared.wait(for: urls[$0])
                     }
                     noteFailure(error, url: nil, attempt: state.attempt, urls: urls)

@@ -567,7 +567,8 @@ final class TaskRun: Sendable {
 final class RunShared: Sendable {
     private struct State {
         var dead: Set<URL> = []
-        var notBefore: [URL: ContinuousClock.Instant] = [:]
+        /// By server (`host:port`): a `Retry-After` holds every URL of the server that sent it.
+        var notBefore: [String: ContinuousClock.Instant] = [:]
         var nextJob = 0
         var expiry: Date?
         var journal: TaskJournal?
@@ -587,17 +588,21 @@ final class RunShared: Sendable {
     func markDead(_ url: URL) { _ = state.withLock { $0.dead.insert(url) } }
     func isDead(_ url: URL) -> Bool { state.withLock { $0.dead.contains(url) } }
 
-    /// A server asked not to be asked again before `instant` (`Retry-After`).
+    /// The server of `url` asked not to be asked again before `instant` (`Retry-After`): no URL
+    /// on it (the same resource, a mirror on the same server) is asked before then.
     func hold(_ url: URL, until instant: ContinuousClock.Instant) {
-        state.withLock { state in state.notBefore[url] = max(state.notBefore[url] ?? instant, instant) }
+        let server = TaskRun.hostKey(url)
+        state.withLock { state in state.notBefore[server] = max(state.notBefore[server] ?? instant, instant) }
     }
 
     /// How long `url` must not be asked yet, or `nil`.
     func wait(for url: URL, now: ContinuousClock.Instant = .now) -> Duration? {
         state.withLock { state in
-            guard let instant = state.notBefore[url] else { return nil }
+            guard !state.notBefore.isEmpty else { return nil }
+            let server = TaskRun.hostKey(url)
+            guard let instant = state.notBefore[server] else { return nil }
             guard instant > now else {
-                state.notBefore[url] = nil
+                state.notBefore[server] = nil
                 return nil
             }
             return instant - now

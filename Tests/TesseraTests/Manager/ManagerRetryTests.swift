@@ -46,6 +46,56 @@ import TesseraTesting
         }
     }
 
+    @Test func aRetryAfterHoldsTheSameServersMirrorsToo() async throws {
+        try await withManager { harness in
+            // Two URLs of the segment on the server that answered 503 with Retry-After: the switch
+            // to the mirror waits as long as the server asked (not a millisecond later).
+            let fixture = harness.fixture("hold-server") { document in
+                let primary = document.outputs[0].segments[0].urls[0]
+                document.outputs[0].segments[0].urls = [primary, primary + "?mirror"]
+            }
+            harness.origin.inject(.status(503, retryAfter: "7"), at: harness.segmentPath("hold-server", 0, 0, size: 10_000), times: 1)
+            try await harness.manager.start(fixture.entity)
+            await harness.waitForState(fixture.id, .completed)
+            #expect(harness.sleeper.delays.count == 1, "\(harness.sleeper.delays)")
+            // (What is left of the 7 s when the mirror is chosen: a loaded machine takes a moment.)
+            #expect(harness.sleeper.delays.allSatisfy { $0 > .seconds(5) && $0 <= .seconds(7) }, "\(harness.sleeper.delays)")
+            #expect(harness.outputsMatch(fixture))
+        }
+    }
+
+    @Test func aRetryAfterInAnHTTPDateIsHonouredOnTheFirstRetry() async throws {
+        try await withManager { harness in
+            let fixture = harness.fixture("hold-date")
+            // The date is read against the response's Date: ask for 9 s from the server's now.
+            let formatter = DateFormatter()
+            formatter.locale = Locale(identifier: "en_US_POSIX")
+            formatter.timeZone = TimeZone(identifier: "GMT")
+            formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+            let later = formatter.string(from: Date().addingTimeInterval(9))
+            harness.origin.inject(.status(503, retryAfter: later), at: harness.segmentPath("hold-date", 0, 0, size: 10_000), times: 1)
+            try await harness.manager.start(fixture.entity)
+            await harness.waitForState(fixture.id, .completed)
+            let first = try #require(harness.sleeper.delays.first)
+            #expect(first >= .seconds(7) && first <= .seconds(10), "\(harness.sleeper.delays)")
+        }
+    }
+
+    @Test func aMirrorOnAnotherServerIsAskedAtOnce() async throws {
+        try await withManager { harness in
+            // The same origin under another name is another server as far as Retry-After goes.
+            let fixture = harness.fixture("other-server") { document in
+                let primary = document.outputs[0].segments[0].urls[0]
+                document.outputs[0].segments[0].urls = [primary, primary.replacingOccurrences(of: "127.0.0.1", with: "localhost")]
+            }
+            harness.origin.inject(.status(503, retryAfter: "7"), at: harness.segmentPath("other-server", 0, 0, size: 10_000), times: 1)
+            try await harness.manager.start(fixture.entity)
+            await harness.waitForState(fixture.id, .completed)
+            #expect(harness.sleeper.delays.isEmpty, "\(harness.sleeper.delays)")
+            #expect(harness.outputsMatch(fixture))
+        }
+    }
+
     @Test func theFailureCounterResetsAfterProgress() async throws {
         try await withManager(configure: {
             $0.retry = RetryPolicy(maxAttempts: 2, baseDelay: .milliseconds(10), maxDelay: .milliseconds(20))
