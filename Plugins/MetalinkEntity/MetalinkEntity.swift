@@ -107,6 +107,7 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
         let document = try MetalinkDocument(xml, url: source.url, maxFiles: context.maxSegments)
         var seen = Set<String>()
         var entities: [MetalinkEntity] = []
+        entities.reserveCapacity(document.entries.count)
         for (index, entry) in document.entries.enumerated() {
             guard seen.insert(entry.name).inserted else {
                 context.logger.warning(
@@ -117,34 +118,46 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
             let entity = MetalinkEntity(
                 metalinkURL: metalinkURL, fileName: entry.name, preferredLocations: preferredLocations(input.arguments),
                 destinationDirectory: input.destinationDirectory)
-            entity.prefetched.keep(document, index: index)
+            // Each file's details are read now and the parsed document let go: a document of
+            // 100,000 files is not held (its tree is several times its size) while they download.
+            let file = Result { () throws(DownloadError) -> MetalinkFile in try document.file(at: index, maxPieces: context.maxSegments) }
+            entity.prefetched.keep(PrefetchedFile.Kept(name: entry.name, file: file, url: document.url, version: document.version))
             entities.append(entity)
         }
         return entities
     }
 
-    /// The document as ``entities(for:key:context:)`` fetched and parsed it, and this file's
-    /// place in it, for the entity's first resolve soon after: one request and one parse for a
-    /// document of N files, not N + 1 of each (the files of one document share it). Never
-    /// stored: a restored or later resolve fetches the document again (fresh mirrors, signed URLs).
-    let prefetched = PrefetchedDocument()
+    /// This file as ``entities(for:key:context:)`` read it from the document it fetched, for the
+    /// entity's first resolve soon after: one request and one parse for a document of N files,
+    /// not N + 1 of each. Never stored: a restored or later resolve fetches the document again
+    /// (fresh mirrors, signed URLs).
+    let prefetched = PrefetchedFile()
 
-    /// A parsed document and a file's index in it, good for one use within a minute.
+    /// A file's details read from a fetched document, good for one use within a minute (a
+    /// download of thousands of files that starts later reads the document again).
     /// (An `NSLock`, not `Synchronization.Mutex`: ThreadSanitizer sees pthread locks only.)
-    final class PrefetchedDocument: @unchecked Sendable {
-        private let lock = NSLock()
-        private var value: (document: MetalinkDocument, index: Int, at: ContinuousClock.Instant)?
-
-        func keep(_ document: MetalinkDocument, index: Int) {
-            lock.withLock { value = (document, index, .now) }
+    final class PrefetchedFile: @unchecked Sendable {
+        /// The file (or why it could not be read) and the document's URL and version.
+        struct Kept {
+            var name: String
+            var file: Result<MetalinkFile, DownloadError>
+            var url: URL
+            var version: MetalinkDocument.Version
         }
 
-        /// The document and the file's index, once, if they are younger than a minute.
-        func take() -> (document: MetalinkDocument, index: Int)? {
+        private let lock = NSLock()
+        private var value: (kept: Kept, at: ContinuousClock.Instant)?
+
+        func keep(_ kept: Kept) {
+            lock.withLock { value = (kept, .now) }
+        }
+
+        /// What was kept, once, if it is younger than a minute.
+        func take() -> Kept? {
             lock.withLock {
                 defer { value = nil }
-                guard let kept = value, ContinuousClock.now - kept.at < .seconds(60) else { return nil }
-                return (kept.document, kept.index)
+                guard let value, ContinuousClock.now - value.at < .seconds(60) else { return nil }
+                return value.kept
             }
         }
     }
@@ -162,20 +175,21 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
                 .unsafePath, "\(error.message); the Metalink \(url.absoluteString) names it, and it is not downloaded",
                 url: url.absoluteString)
         }
-        let document: MetalinkDocument, file: MetalinkFile
-        if context.attempt == 1, let kept = prefetched.take(), kept.document.entries[kept.index].name == payload.fileName {
-            document = kept.document
-            file = try document.file(at: kept.index, maxPieces: context.maxSegments)
+        let file: MetalinkFile, source: URL, version: MetalinkDocument.Version
+        if context.attempt == 1, let kept = prefetched.take(), kept.name == payload.fileName {
+            file = try kept.file.get()
+            (source, version) = (kept.url, kept.version)
         } else {
-            let (xml, source) = try await context.fetchXML(url)
-            document = try MetalinkDocument(xml, url: source.url, maxFiles: context.maxSegments)
+            let (xml, fetched) = try await context.fetchXML(url)
+            let document = try MetalinkDocument(xml, url: fetched.url, maxFiles: context.maxSegments)
             file = try document.file(named: payload.fileName, maxPieces: context.maxSegments)
+            (source, version) = (document.url, document.version)
         }
         for note in file.notes + file.skippedMirrors.map({ "mirror skipped: \($0)" }) {
             context.logger.debug("\(note)", metadata: ["metalink": "\(url.absoluteString)"])
         }
         return try Self.manifest(
-            for: file, in: document, maxSegments: context.maxSegments, splitting: context.splitting,
+            for: file, url: source, version: version, maxSegments: context.maxSegments, splitting: context.splitting,
             preferredLocations: payload.preferredLocations ?? [])
     }
 
@@ -198,26 +212,37 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
         for file: MetalinkFile, in document: MetalinkDocument, maxSegments: Int = 1_000_000,
         splitting: SplitPolicy = SplitPolicy(), preferredLocations: [String] = []
     ) throws(DownloadError) -> DownloadManifest {
+        try manifest(
+            for: file, url: document.url, version: document.version, maxSegments: maxSegments, splitting: splitting,
+            preferredLocations: preferredLocations)
+    }
+
+    /// ``manifest(for:in:maxSegments:splitting:preferredLocations:)`` for a file read from the
+    /// document at `url` of `version`.
+    static func manifest(
+        for file: MetalinkFile, url documentURL: URL, version: MetalinkDocument.Version, maxSegments: Int = 1_000_000,
+        splitting: SplitPolicy = SplitPolicy(), preferredLocations: [String] = []
+    ) throws(DownloadError) -> DownloadManifest {
         let shownName = MetalinkDocument.printable(file.name)
         let name: String
         do {
             name = try SafePath.relative(file.name)
         } catch {
             throw DownloadError(
-                .unsafePath, "\(error.message) (the <file> at line \(file.line) of the Metalink \(document.url.absoluteString))",
-                url: document.url.absoluteString)
+                .unsafePath, "\(error.message) (the <file> at line \(file.line) of the Metalink \(documentURL.absoluteString))",
+                url: documentURL.absoluteString)
         }
         guard !file.mirrors.isEmpty else {
             if file.skippedMirrors.isEmpty {
                 throw DownloadError(
                     .manifestInvalid, "the file \"\(shownName)\" (line \(file.line)) has no <url> to download it from",
-                    url: document.url.absoluteString)
+                    url: documentURL.absoluteString)
             }
             throw DownloadError(
                 .unsafeInput,
                 "the file \"\(shownName)\" (line \(file.line)) has no http or https mirror; skipped: "
                     + file.skippedMirrors.prefix(5).joined(separator: "; "),
-                url: document.url.absoluteString)
+                url: documentURL.absoluteString)
         }
         let wanted = Set(preferredLocations.map { $0.lowercased() })
         let ordered = file.mirrors.filter { $0.location.map(wanted.contains) ?? false }
@@ -238,7 +263,7 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
         let checksum = file.checksum
 
         var metadata = file.metadata
-        metadata["metalink"] = document.version.rawValue
+        metadata["metalink"] = version.rawValue
         metadata["mirrors"] = "\(urls.count)"
         if !file.skippedMirrors.isEmpty { metadata["skippedMirrors"] = "\(file.skippedMirrors.count)" }
         if let checksum { metadata["checksum"] = checksum.description }
@@ -280,7 +305,7 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
                 segments: [DownloadSegment(urls: urls, expectedSize: file.size, checksum: checksum)],
                 expectedSize: file.size, checksum: checksum)
         }
-        return DownloadManifest(title: file.name, outputs: [output], sourceURL: document.url, metadata: metadata)
+        return DownloadManifest(title: file.name, outputs: [output], sourceURL: documentURL, metadata: metadata)
     }
 
     // MARK: - Helpers
