@@ -193,9 +193,7 @@ struct TaskRunner {
 
     /// The tracked tasks' snapshots, in their order.
     private func snapshot(_ tracked: [DownloadTaskID]) async -> [DownloadTaskInfo] {
-        let all = await session.manager.checkAll()
-        let byID = Dictionary(all.map { ($0.id, $0) }, uniquingKeysWith: { first, _ in first })
-        return tracked.compactMap { byID[$0] }
+        await session.manager.check(tracked)
     }
 
     /// When each task started downloading and when it finished, from the events.

@@ -321,6 +321,12 @@ public actor DownloadTaskManager {
         liveTasks.map { info($0) }
     }
 
+    /// Snapshots of the tasks `ids`, in that order, leaving out unknown and removed ones (one call
+    /// for a list, without building every other task's).
+    public func check(_ ids: [DownloadTaskID]) -> [DownloadTaskInfo] {
+        ids.compactMap { tasks[$0].map { info($0) } }
+    }
+
     /// A snapshot of one group.
     public func checkGroup(_ key: String) -> DownloadGroupInfo? {
         groupInfo(key)
@@ -654,7 +660,10 @@ public actor DownloadTaskManager {
             apply(scheduler.handle(.reResolving(ticket.handle, generation: ticket.generation)))
         case .ended(let ending, let error):
             // (The drain has checked that this run is still the task's.)
+            // What the run counted stays as the task's summary; its counters go with it (a list
+            // of 100,000 finished tasks keeps one snapshot each).
             task.summary = task.progress?.snapshot ?? task.summary
+            task.progress = nil
             let current = state(of: task)
             guard scheduler.generation(of: ticket.handle) == ticket.generation, current.isRunning,
                 !(isShutDown && ending == .stopped)
