@@ -31,8 +31,9 @@ extension DownloadTaskManager {
         /// How often changes are written to the store (in one batch).
         public var storeInterval: Duration = .milliseconds(200)
         /// The least time between two writes of a task's journal while bytes arrive: what a
-        /// crash can cost, at most, of each connection's bytes.
-        public var journalCommitInterval: Duration = .milliseconds(20)
+        /// crash can cost, at most, of each connection's bytes (5 ms: 0.2 MiB at 40 MiB/s; a
+        /// commit is one `pwrite` of a few hundred bytes, no `fsync`).
+        public var journalCommitInterval: Duration = .milliseconds(5)
         /// When to warn about disk space and when to stop; `nil` turns the checks off.
         public var diskSpace: DiskSpacePolicy? = DiskSpacePolicy()
         /// Tells when the network goes and comes back; `nil` for none (then only probes tell).

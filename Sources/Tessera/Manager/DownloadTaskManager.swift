@@ -573,7 +573,7 @@ public actor DownloadTaskManager {
     /// the task keeps it. Returns the named manifest and whether its content differs from the
     /// one the bytes on disk belong to, or `nil` when the task moved on.
     func runHasManifest(
-        _ ticket: RunTicket, _ manifest: DownloadManifest, resolved: Bool, demand: [String: Int]?
+        _ ticket: RunTicket, _ manifest: DownloadManifest, resolved: Bool, demand: [String: Int]?, cap: Int? = nil
     ) async -> (DownloadManifest, Bool)? {
         guard let task = current(ticket) else { return nil }
         if resolved { task.resolveCount += 1 }
@@ -589,7 +589,11 @@ public actor DownloadTaskManager {
             guard current(ticket) != nil else { return nil }
         }
         // The first slots are granted before the run hears back: they wait in its events.
-        if let demand { apply(scheduler.handle(.resolved(ticket.handle, generation: ticket.generation, demand: demand))) }
+        if let demand {
+            // (A cap first: no slot beyond it is granted, not even for a moment.)
+            if let cap { apply(scheduler.handle(.cap(ticket.handle, generation: ticket.generation, slots: cap))) }
+            apply(scheduler.handle(.resolved(ticket.handle, generation: ticket.generation, demand: demand)))
+        }
         return (named, changed)
     }
 
@@ -645,8 +649,11 @@ public actor DownloadTaskManager {
 
     private func handle(_ report: RunReport, from ticket: RunTicket, task: ManagedTask) {
         switch report {
-        case .downloading(let demand):
+        case .downloading(let demand, let cap):
+            if let cap { apply(scheduler.handle(.cap(ticket.handle, generation: ticket.generation, slots: cap))) }
             apply(scheduler.handle(.resolved(ticket.handle, generation: ticket.generation, demand: demand)))
+        case .cap(let slots):
+            apply(scheduler.handle(.cap(ticket.handle, generation: ticket.generation, slots: slots)))
         case .named(let output, let name, let original):
             runNamedOutput(ticket, output: output, name: name, original: original)
         case .retrying(let error):

@@ -7,8 +7,9 @@ struct RunTicket: Hashable, Sendable {
 
 /// What a run tells its manager besides slot counts, in order.
 enum RunReport: Sendable {
-    /// The run has its manifest, named and checked, and wants these segment slots at once.
-    case downloading(demand: [String: Int])
+    /// The run has its manifest, named and checked, and wants these segment slots at once (and
+    /// at most `cap` of them at a time, when it says so).
+    case downloading(demand: [String: Int], cap: Int?)
     /// The run named an output `name` (claimed already; made from `original`, a response's name
     /// or the manifest's).
     case named(output: Int, name: String, original: String)
@@ -18,6 +19,8 @@ enum RunReport: Sendable {
     case reResolving(DownloadError)
     /// The run ended; `error` is the cause of a failure.
     case ended(Scheduler.RunEnding, DownloadError?)
+    /// The run wants at most this many segment slots at once (`nil`: its share).
+    case cap(Int?)
 }
 
 /// The one way a run talks to its manager without waiting: slot counts and reports pile up here

@@ -85,6 +85,10 @@ struct Scheduler: Sendable {
         case reResolving(TaskHandle, generation: Int)
         /// The run wants `count` more segment slots for `host`.
         case demand(TaskHandle, generation: Int, host: String, count: Int)
+        /// The run of `generation` wants at most `slots` segment slots from now on (`nil`: as many
+        /// as its share): under a rate limit, more transfers in flight add no speed, only bytes a
+        /// server writes ahead.
+        case cap(TaskHandle, generation: Int, slots: Int?)
         /// The run gives back `count` slots of `host` (transfers ended) and withdraws `withdrawn`
         /// of its demand for it (segments it no longer needs a slot for).
         case returned(TaskHandle, generation: Int, host: String, count: Int, withdrawn: Int = 0)
@@ -149,6 +153,8 @@ struct Scheduler: Sendable {
         var probeHost: String?
         /// The share last told to the task's run.
         var sentShare: Int?
+        /// The most slots its run wants at once (``Event/cap(_:generation:slots:)``).
+        var cap: Int?
         /// Whether the task is counted in ``Scheduler/activeCount`` (running and active).
         var countedActive = false
 
@@ -313,6 +319,11 @@ struct Scheduler: Sendable {
             recount(id)
             grantSlots(into: &actions)
 
+        case .cap(let id, let generation, let slots):
+            guard isCurrent(id, generation), entries[id]?.isRunning == true else { return [] }
+            entries[id]!.cap = slots.map { max(1, $0) }
+            grantSlots(into: &actions)
+
         case .returned(let id, let generation, let host, let count, let withdrawn):
             guard isCurrent(id, generation), entries[id]?.isRunning == true else { return [] }
             release(id, host: host, count: count)
@@ -473,6 +484,7 @@ struct Scheduler: Sendable {
     private mutating func stopRunning(_ id: TaskHandle) {
         guard let entry = entries[id] else { return }
         entries[id]!.sentShare = nil
+        entries[id]!.cap = nil
         for (host, count) in entry.held { release(id, host: host, count: count) }
         entries[id]!.demand.removeAll()
         entries[id]!.demandTotal = 0
@@ -508,6 +520,7 @@ struct Scheduler: Sendable {
             let generation: Int
             var held: Int
             var demand: Int
+            var cap: Int?
             var hosts: [String: Int]
             /// The hosts it wants slots for, by name (the order they are served in).
             var hostOrder: [String] = []
@@ -522,7 +535,7 @@ struct Scheduler: Sendable {
             anyDemand = anyDemand || entry.demandTotal > 0
             contenders.append(Contender(
                 id: id, sequence: entry.sequence, weight: entry.weight, generation: entry.generation, held: entry.heldTotal,
-                demand: entry.demandTotal, hosts: entry.demand, sentShare: entry.sentShare))
+                demand: entry.demandTotal, cap: entry.cap, hosts: entry.demand, sentShare: entry.sentShare))
         }
         guard !contenders.isEmpty else { return }
         contenders.sort { $0.sequence < $1.sequence }
@@ -534,7 +547,7 @@ struct Scheduler: Sendable {
         }
         for (rank, index) in byWant.enumerated() {
             let equal = max(1, left / (contenders.count - rank))
-            let share = max(1, min(contenders[index].held + contenders[index].demand, equal))
+            let share = max(1, min(contenders[index].held + contenders[index].demand, equal, contenders[index].cap ?? .max))
             contenders[index].share = share
             left = max(0, left - share)
         }

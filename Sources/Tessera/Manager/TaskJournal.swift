@@ -72,7 +72,7 @@ final class TaskJournal: Sendable {
     /// A journal at `basePath` (nothing is created until the first commit), starting from
     /// `outputs` (what ``load(from:)`` read back, or nothing).
     init(
-        basePath: String, outputs: [Int: Output] = [:], commitInterval: Duration = .milliseconds(20), mayExist: Bool = true
+        basePath: String, outputs: [Int: Output] = [:], commitInterval: Duration = .milliseconds(5), mayExist: Bool = true
     ) {
         self.basePath = basePath
         self.commitInterval = UInt64(max(0, commitInterval.nanosecondsValue))

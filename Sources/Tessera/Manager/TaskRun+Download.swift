@@ -81,6 +81,8 @@ struct DownloadLoop {
     private var ending: Result<TaskRun.PassOutcome, any Error>?
     /// Transfers started without a task of their own.
     private let inFlight = InFlightTransfers()
+    /// Under a rate limit, the segment slots this pass last said it wants at most.
+    private var sentCap: Int?
 
     init(run: TaskRun, manifest: DownloadManifest, writers: [Int: OutputWriter]) {
         self.run = run
@@ -120,7 +122,12 @@ struct DownloadLoop {
                 for segment in writer.pending { enqueue(.segment(output: index, segment: segment), demand: &demand) }
             }
         }
-        if !demanded { run.mailbox.report(.downloading(demand: demand)) }
+        if demanded {
+            sentCap = run.initialCap(manifest)
+        } else {
+            sentCap = run.initialCap(manifest)
+            run.mailbox.report(.downloading(demand: demand, cap: sentCap))
+        }
         return try await withThrowingDiscardingTaskGroup { group in
             for (index, writer) in writers where writer.isComplete { finalize(index, in: &group) }
             while let event = await events.next() {
@@ -249,6 +256,7 @@ struct DownloadLoop {
             if case .segment(let output, _) = work, let writer = writers[output], writer.isComplete {
                 finalize(output, in: &group)
             }
+            if case .segment = work { updateCap() }
         case .idle:
             break
         case .retry(let delay, let state):
@@ -389,6 +397,28 @@ struct DownloadLoop {
             }
             return true
         }
+    }
+
+    /// Under a global rate limit, segments in flight beyond what keeps the rate over the round
+    /// trip add no speed, only what a server writes ahead of each (lost when the download stops):
+    /// the pass asks for at most `⌈rate × round trip / segment size⌉` slots, one more when a
+    /// request's round trip costs more than a twentieth of a segment's time. Without a limit,
+    /// or for single outputs (one connection under a limit, ranges of ``SplitPolicy/chunk(rate:roundTrip:)``),
+    /// nothing is asked.
+    private mutating func updateCap() {
+        guard let rate = run.services.engine.globalRateLimit, writers.values.contains(where: { $0.kind != .single }) else { return }
+        let snapshot = run.progress.snapshot
+        let segmentSize = snapshot.doneSegments > 0 ? max(1, snapshot.bytes / Int64(snapshot.doneSegments)) : nil
+        var cap = 1
+        if let segmentSize, let roundTrip = run.shared.roundTrip {
+            let seconds = Double(roundTrip.components.seconds) + Double(roundTrip.components.attoseconds) / 1e18
+            // The share of a segment's time that one request's round trip takes.
+            let gap = Double(rate) * seconds / Double(segmentSize)
+            cap = gap.isFinite ? Int(min(1024, max(1, gap.rounded(.up)))) + (gap > 0.05 ? 1 : 0) : 1024
+        }
+        guard cap != sentCap else { return }
+        sentCap = cap
+        run.mailbox.report(.cap(cap))
     }
 
     /// Forgets the bytes a single output had (it starts over): they no longer count as done.

@@ -312,6 +312,14 @@ extension TaskRun {
         request.onFlush = { onDisk in
             if let range = landing.flushed(onDisk) { writer.written(range) }
         }
+        if services.engine.globalRateLimit != nil {
+            // Under a rate limit, the round trip sizes how many segments are in flight.
+            let shared = self.shared, decide = request.onResponse
+            request.onResponse = { response in
+                shared.noteRoundTrip(response.roundTripTime)
+                return decide?(response) ?? .proceed
+            }
+        }
         return AttemptRequest(request: request, landing: landing)
     }
 

@@ -269,7 +269,9 @@ final class TaskRun: Sendable {
             // A task that never had a manifest has nothing on disk: it asks for its first slots
             // together with its manifest (one hop, not two).
             let demand = fresh ? Self.demand(of: manifest, mode: mode, shared: shared) : nil
-            guard let (named, changed) = await manager.runHasManifest(ticket, manifest, resolved: resolved, demand: demand) else {
+            guard let (named, changed) = await manager.runHasManifest(
+                ticket, manifest, resolved: resolved, demand: demand, cap: demand == nil ? nil : initialCap(manifest))
+            else {
                 throw CancellationError()
             }
             shared.setExpiry(named.expiresAt)
@@ -297,6 +299,16 @@ final class TaskRun: Sendable {
             resolves += 1
             resolved = true
         }
+    }
+
+    /// Under a global rate limit, the segment slots a run of segments starts with (one: more is
+    /// asked for once a response told the round trip); `nil` otherwise.
+    func initialCap(_ manifest: DownloadManifest) -> Int? {
+        guard services.engine.globalRateLimit != nil else { return nil }
+        let segmented = manifest.outputs.contains { output in
+            (mode == .cacheOnly || output.isSelected) && !(output.assembly == .concatenated && output.segments.count == 1)
+        }
+        return segmented ? 1 : nil
     }
 
     // MARK: - Resolving
@@ -572,6 +584,7 @@ final class RunShared: Sendable {
         var nextJob = 0
         var expiry: Date?
         var journal: TaskJournal?
+        var roundTrip: Duration?
     }
 
     private let state = Locked(State())
@@ -607,6 +620,13 @@ final class RunShared: Sendable {
             }
             return instant - now
         }
+    }
+
+    /// The round trip the last response measured, if any.
+    var roundTrip: Duration? { state.withLock { $0.roundTrip } }
+    func noteRoundTrip(_ roundTrip: Duration?) {
+        guard let roundTrip else { return }
+        state.withLock { $0.roundTrip = roundTrip }
     }
 
     /// A number for a transfer's progress.

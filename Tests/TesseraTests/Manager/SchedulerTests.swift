@@ -137,6 +137,24 @@ import Testing
         #expect(actions.contains(.share(b, generation: generation(scheduler, b), limit: 7)))
     }
 
+    @Test func aCappedRunGetsNoMoreThanItsCapAndTheRestGoesToOthers() {
+        var scheduler = scheduler(tasks: 2, segments: 8)
+        add([a, b], to: &scheduler)
+        let first = scheduler.handle(.resolved(a, generation: generation(scheduler, a), demand: ["h": 100]))
+        #expect(granted(first)[a] == 8)
+        // a says it wants two at most (a rate limit): its share drops, it gives the rest back.
+        let capped = scheduler.handle(.cap(a, generation: generation(scheduler, a), slots: 2))
+        #expect(capped.contains(.share(a, generation: generation(scheduler, a), limit: 2)))
+        _ = scheduler.handle(.returned(a, generation: generation(scheduler, a), host: "h", count: 6))
+        #expect(scheduler.segmentsInUse == 2, "a keeps two, none is granted to it again")
+        let other = scheduler.handle(.resolved(b, generation: generation(scheduler, b), demand: ["h": 100]))
+        #expect(granted(other)[b] == 6, "b takes what a does not want")
+        // Lifted, a may take its share again as slots free up.
+        let lifted = scheduler.handle(.cap(a, generation: generation(scheduler, a), slots: nil))
+        #expect(lifted.contains(.share(a, generation: generation(scheduler, a), limit: 4)))
+        #expect(scheduler.handle(.cap(a, generation: generation(scheduler, a) - 1, slots: 1)).isEmpty, "an older run's cap is ignored")
+    }
+
     @Test func theHostLimitHoldsAcrossTasks() {
         var scheduler = scheduler(tasks: 3, segments: 8, perHost: 2)
         add([a, b], to: &scheduler)
@@ -271,7 +289,7 @@ import Testing
                 let ending: Scheduler.RunEnding = [.completed, .failed(permanent: false), .networkLost(host: "h")][Int(random.next() % 3)]
                 event = .ended(id, generation: gen, ending == .completed && scheduler.state(of: id) != .downloading ? .failed(permanent: true) : ending)
             case 6: event = .diskLevel([.ample, .critical, .low][Int(random.next() % 3)], free: "")
-            case 7: event = .hostReachable("h")
+            case 7: event = random.next() % 2 == 0 ? .hostReachable("h") : .cap(id, generation: gen, slots: Int(random.next() % 3))
             default: event = .network(random.next() % 2 == 0 ? .online : .offline)
             }
             for action in scheduler.handle(event) {
