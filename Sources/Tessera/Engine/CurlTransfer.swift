@@ -493,13 +493,19 @@ final class CurlTransfer {
                 return DownloadError(.rangeMismatch, "the partial response has no valid Content-Range", url: url, httpStatus: code, checkpoint: keep)
             }
             // A range asked for past the end the server gives now: the length learned from an
-            // earlier response was wrong (or the resource changed); its file starts over.
+            // earlier response was wrong (or the resource changed); its file starts over. A first
+            // range asked for before the length was known ends where the resource does.
+            var expectedLast = asked.last ?? range.completeLength.map { $0 - 1 }
+            var endsEarly = false
             if let complete = range.completeLength, let last = asked.last, last >= complete {
-                return DownloadError(
-                    .contentChanged, "the server now says the resource has \(complete) bytes, fewer than it said before",
-                    url: url, httpStatus: code)
+                guard request.rangeMayPassEnd, asked.offset < complete else {
+                    return DownloadError(
+                        .contentChanged, "the server now says the resource has \(complete) bytes, fewer than it said before",
+                        url: url, httpStatus: code)
+                }
+                expectedLast = complete - 1
+                endsEarly = true
             }
-            let expectedLast = asked.last ?? range.completeLength.map { $0 - 1 }
             guard span.lowerBound == asked.offset, expectedLast.map({ span.upperBound == $0 }) ?? true else {
                 return DownloadError(.rangeMismatch, "asked for bytes \(asked), the server sent \(span.lowerBound)-\(span.upperBound)", url: url, httpStatus: code, checkpoint: keep)
             }
@@ -512,7 +518,7 @@ final class CurlTransfer {
                 return DownloadError(.contentChanged, "the server sent a range of a different version (ETag \(theirs.etag ?? "?"))", url: url, httpStatus: code)
             }
             resourceLength = range.completeLength
-            if spanLength == nil { spanLength = keptBytes + (span.upperBound - span.lowerBound + 1) }
+            if spanLength == nil || endsEarly { spanLength = keptBytes + (span.upperBound - span.lowerBound + 1) }
             validator = theirs ?? checkpointValidator
             written = keptBytes
             return openSink()
@@ -527,12 +533,18 @@ final class CurlTransfer {
             resourceLength = request.acceptsCompression ? nil : contentLength
             if sentRange != nil {
                 let wantedWhole = (request.range ?? ByteRange(offset: 0)) == ByteRange(offset: 0)
-                let coversWhole = request.range.map { $0.offset == 0 && $0.length == contentLength } ?? true
+                // (A first range asked for past the end: a whole resource no longer than it is
+                // what was asked for.)
+                let coversWhole = request.range.map { asked in
+                    asked.offset == 0 && (asked.length == contentLength || (request.rangeMayPassEnd
+                        && contentLength.map { $0 <= (asked.length ?? .max) } ?? false))
+                } ?? true
                 if wantedWhole || coversWhole {
                     // The whole resource came back where a range was asked for: the content
                     // changed (If-Range failed) or ranges are not served. Start this span over.
                     restarted = restarted || keptBytes > 0
                     keptBytes = 0
+                    if request.rangeMayPassEnd { spanLength = contentLength }
                 } else if sentIfRange, let ours = checkpointValidator, !(theirs.map(ours.matches) ?? false) {
                     return DownloadError(.contentChanged, "the resource changed since part of it was downloaded", url: url, httpStatus: code)
                 } else {
@@ -555,6 +567,15 @@ final class CurlTransfer {
             }
             if keptBytes > 0, !restarted {
                 needsRestart = true
+                return nil
+            }
+            // A first range asked for before the length was known, of an empty resource (or one
+            // whose every byte is kept): nothing more to send.
+            if request.rangeMayPassEnd, let complete, let asked = sentRange, complete == asked.offset, !restarted {
+                validator = keptBytes > 0 ? checkpointValidator : nil
+                resourceLength = complete
+                written = keptBytes
+                spanLength = keptBytes
                 return nil
             }
             // A range that starts past the end the server gives now (`bytes */N`): the length

@@ -52,6 +52,12 @@ public struct TransferRequest: Sendable {
     /// an `ETag` or a strong `Last-Modified`, two versions could be spliced, so the body is
     /// fetched again from its first byte.
     public var resumesWithoutValidator: Bool
+    /// Whether the ``range`` may reach past the resource's end: a first range asked for before
+    /// the length is known. The server then ends it at the last byte it has (RFC 9110 §14.1.2),
+    /// and the span is what it sent; an empty resource (`416`, `bytes */0`) is an empty span. Off
+    /// by default: a range computed from a length learned earlier that passes the end now means
+    /// the resource changed (``DownloadError/Code/contentChanged``).
+    public var rangeMayPassEnd: Bool = false
     /// A limit on the whole transfer, on top of the engine's connect and low-speed limits.
     public var timeout: Duration?
     /// Called on the engine thread once the final response is known to be usable (a success

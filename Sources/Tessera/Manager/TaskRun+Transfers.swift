@@ -653,6 +653,8 @@ extension TaskRun {
             destination: .file(path: writer.partPath, offset: piece.start, ownsTail: false),
             expectedLength: piece.isFirst ? segment.expectedSize : nil)
         request.bound = piece.bound
+        // (The first range is asked for before the length is known: the file may be shorter.)
+        request.rangeMayPassEnd = chunkedFirst
         let landing = Landing(base: piece.start, onDisk: 0)
         request.onFlush = { onDisk in
             if let range = landing.flushed(onDisk) { writer.written(range) }

@@ -123,6 +123,57 @@ import TesseraTesting
         }
     }
 
+    @Test func aFirstRangePastTheEndEndsWhereTheResourceDoes() async throws {
+        try await withLoopbackOrigin { origin in
+            defer { directory.cleanUp() }
+            // A first range asked for before the length is known (a rate limit's first range):
+            // the server ends it at its last byte (RFC 9110 §14.1.2), and that is the whole span.
+            let path = "/bytes/300000/short.bin", file = directory.file("short.bin")
+            var request = TransferRequest.download(origin.url(path), to: file, range: ByteRange(offset: 0, length: 1 << 20))
+            request.rangeMayPassEnd = true
+            let result = try await engine.transfer(request)
+            #expect(result.status == 206)
+            #expect(result.bytesWritten == 300_000)
+            #expect(result.resourceLength == 300_000)
+            #expect(await origin.content(at: path).verifyFile(atPath: file, size: 300_000))
+            #expect(origin.requests(for: path).last?.header("Range") == "bytes=0-1048575")
+
+            // The same range computed from a length learned earlier: the resource shrank.
+            request.rangeMayPassEnd = false
+            let error = await #expect(throws: DownloadError.self) { try await engine.transfer(request) }
+            #expect(error?.code == .contentChanged)
+        }
+    }
+
+    @Test func aFirstRangeOfAnEmptyResourceIsAnEmptySpan() async throws {
+        try await withLoopbackOrigin { origin in
+            defer { directory.cleanUp() }
+            let path = "/empty.bin", file = directory.file("empty.bin")
+            origin.serve(path, .generated(size: 0))
+            var request = TransferRequest.download(origin.url(path), to: file, range: ByteRange(offset: 0, length: 1 << 20))
+            request.rangeMayPassEnd = true
+            let result = try await engine.transfer(request)
+            #expect(result.bytesWritten == 0)
+            #expect(result.resourceLength == 0)
+            #expect(origin.requests(for: path).count == 1)
+        }
+    }
+
+    @Test func aFirstRangeAnsweredWholeByAServerWithoutRangesIsTheWholeResource() async throws {
+        try await withLoopbackOrigin { origin in
+            defer { directory.cleanUp() }
+            let path = "/no-ranges.bin", file = directory.file("no-ranges.bin")
+            origin.serve(path, .generated(size: 200_000))
+            origin.inject(.ignoreRange, at: path)
+            var request = TransferRequest.download(origin.url(path), to: file, range: ByteRange(offset: 0, length: 1 << 20))
+            request.rangeMayPassEnd = true
+            let result = try await engine.transfer(request)
+            #expect(result.status == 200)
+            #expect(result.bytesWritten == 200_000)
+            #expect(await origin.content(at: path).verifyFile(atPath: file, size: 200_000))
+        }
+    }
+
     @Test func aCompleteBoundedSpanNeedsNoRequest() async throws {
         try await withLoopbackOrigin { origin in
             defer { directory.cleanUp() }

@@ -621,6 +621,28 @@ private func smallSplitting(
         }
     }
 
+    @Test(arguments: [Int64(0), 1, 1_000_000, 1_048_576, 1_048_577])
+    func underARateLimitAFileOfAnySizeAroundTheFirstRangeCompletes(size: Int64) async throws {
+        var engine = CurlEngine.Configuration.forTests()
+        engine.globalRateLimit = 200 * oneMiB
+        try await withManager(engine: engine) { harness in
+            let path = "/sized-\(size).bin"
+            let origin = harness.origin
+            origin.serve(path, .generated(size: size))
+            let entity = DirectEntity(url: origin.url(path))
+            try await harness.manager.start(entity)
+            let done = try #require(await harness.waitForState(entity.taskID, .completed, timeout: .seconds(30)))
+            #expect(done.bytesDone == size)
+            #expect(await origin.content(at: path).verifyFile(atPath: harness.root.file("sized-\(size).bin"), size: size))
+            // The first range (1 MiB) is asked for before the length is known: a shorter file
+            // ends it, and nothing is asked for twice.
+            let gets = origin.requests(for: path)
+            #expect(gets.first?.header("Range") == "bytes=0-1048575")
+            #expect(gets.count == (size > oneMiB ? 2 : 1), "\(gets.map { $0.header("Range") ?? "-" })")
+            #expect(origin.bytesServed(for: path) == size, "every byte once")
+        }
+    }
+
     @Test func underARateLimitAServerWithoutRangesSendsTheWholeFileOnce() async throws {
         var engine = CurlEngine.Configuration.forTests()
         engine.globalRateLimit = 200 * oneMiB
