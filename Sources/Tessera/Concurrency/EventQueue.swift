@@ -97,6 +97,10 @@ final class EventQueue<Element: Sendable>: Sendable {
             self.queue = queue
         }
 
+        /// Whether values taken with the last batch are still to come (``next(isolation:)``
+        /// then returns one without looking at the queue).
+        var hasBuffered: Bool { position < batch.count }
+
         /// The next value; `nil` once the queue has ended (see ``EventQueue/take(isolation:)``).
         mutating func next(isolation: isolated (any Actor)? = #isolation) async -> Element? {
             if position == batch.count {

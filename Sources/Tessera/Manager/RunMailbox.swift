@@ -44,6 +44,9 @@ final class RunMailbox: Sendable {
     private struct State {
         var items: [Item] = []
         var scheduled = false
+        /// Between ``hold()`` and ``release()``: a wake is owed, not sent.
+        var holding = false
+        var owesWake = false
     }
 
     let ticket: RunTicket
@@ -76,6 +79,23 @@ final class RunMailbox: Sendable {
         post { $0.append(.report(report)) }
     }
 
+    /// Until ``release()``, what is posted waits without waking the manager: a run handling a
+    /// batch of events (many transfers that ended in one turn of the engine) sends its slot
+    /// counts and reports with one wake-up, not one per event.
+    func hold() {
+        state.withLock { $0.holding = true }
+    }
+
+    /// Ends ``hold()``: wakes the manager once if anything was posted meanwhile.
+    func release() {
+        let wake = state.withLock { state -> Bool in
+            state.holding = false
+            defer { state.owesWake = false }
+            return state.owesWake
+        }
+        if wake { self.wake(ticket) }
+    }
+
     /// Everything posted since the last call, in order.
     func take() -> [Item] {
         state.withLock { state in
@@ -101,8 +121,13 @@ final class RunMailbox: Sendable {
     private func post(_ change: (inout [Item]) -> Void) {
         let schedule = state.withLock { state -> Bool in
             change(&state.items)
-            defer { state.scheduled = true }
-            return !state.scheduled
+            guard !state.scheduled else { return false }
+            state.scheduled = true
+            guard !state.holding else {
+                state.owesWake = true
+                return false
+            }
+            return true
         }
         if schedule { wake(ticket) }
     }

@@ -130,7 +130,21 @@ struct DownloadLoop {
         }
         return try await withThrowingDiscardingTaskGroup { group in
             for (index, writer) in writers where writer.isComplete { finalize(index, in: &group) }
-            while let event = await events.next() {
+            // What a batch of events makes the run tell the manager goes with one wake-up, when
+            // the batch is handled (before the run waits for more, or ends).
+            let mailbox = run.mailbox
+            var holding = false
+            defer { if holding { mailbox.release() } }
+            while true {
+                if holding, !events.hasBuffered {
+                    mailbox.release()
+                    holding = false
+                }
+                guard let event = await events.next() else { break }
+                if !holding {
+                    mailbox.hold()
+                    holding = true
+                }
                 handle(event, in: &group)
                 if let outcome = finishedOutcome() {
                     giveBackEverything()
