@@ -223,6 +223,35 @@ import TesseraTesting
         }
     }
 
+    /// Ctrl-C (or SIGTERM) while a task waits for a host that refuses connections: the task is
+    /// paused with what it had, not failed "after waiting", and the same command continues it.
+    @Test(arguments: [SIGINT, SIGTERM]) func aSignalWhileATaskWaitsForItsHostPausesIt(signal: Int32) async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        let down = try await LoopbackOrigin.start()
+        let port = down.port
+        try await down.shutdown()
+        let url = "http://127.0.0.1:\(port)/bytes/60000/later.bin"
+        let (process, out, _) = try cli.start(["get", "--json", "--network-wait", "30", url])
+        let waiting = await eventually(within: .seconds(30)) {
+            ((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").contains("interrupted(network)")
+        }
+        #expect(waiting)
+        process.send(signal)
+        #expect(await process.exited(within: .seconds(20)))
+        process.terminate()
+        #expect(await process.ended() == .exited(130))
+        let list = try await cli.run(["list", "--json", "--state-dir", cli.state])
+        let task = try #require((list.json?["tasks"] as? [[String: Any]])?.first, "\(list.output)")
+        #expect(task["state"] as? String == "paused", "\(task)")
+        #expect((task["error"] as? String)?.contains("gave up") != true, "\(task)")
+        let origin = try await LoopbackOrigin.start(port: port)
+        let again = try await cli.run(["get", "--network-wait", "30", url])
+        #expect(again.status == 0, "\(again.errors)")
+        #expect(await origin.content(at: "/bytes/60000/later.bin").verifyFile(atPath: cli.downloads + "/later.bin", size: 60_000))
+        try await origin.shutdown()
+    }
+
     @Test func aStateDirectoryThatCannotBeMadeSaysWhy() async throws {
         let cli = CLI()
         defer { cli.cleanUp() }

@@ -464,7 +464,8 @@ public actor DownloadTaskManager {
                 if to == .completed || to == .failed || to == .invalid || to.isInterrupted { ensureTicker() }
             case .armNetworkWait(let id, let wait, let after):
                 own { [weak self] in
-                    try? await Task.sleep(for: after)
+                    // Cancelled (by the shutdown) is not expired: the task stays as it is.
+                    guard (try? await Task.sleep(for: after)) != nil else { return }
                     await self?.networkWaitExpired(id, wait: wait, after: after)
                 }
             case .startProbing:
@@ -999,7 +1000,7 @@ public actor DownloadTaskManager {
     }
 
     private func networkWaitExpired(_ id: DownloadTaskID, wait: Int, after limit: Duration) {
-        guard let task = tasks[id], scheduler.entry(id)?.networkWaits == wait, state(of: task) == .interrupted(.network)
+        guard !isShutDown, let task = tasks[id], scheduler.entry(id)?.networkWaits == wait, state(of: task) == .interrupted(.network)
         else { return }
         let last = task.lastError ?? DownloadError(.networkUnreachable, "the host could not be reached")
         var error = last

@@ -32,6 +32,43 @@ import TesseraTesting
         }
     }
 
+    /// A task waiting for a host that refuses connections, when the manager shuts down: its
+    /// wait timer is cancelled, which is not the wait running out. The store keeps the task
+    /// waiting (not failed "after waiting 30 s"), and the next manager on the same store
+    /// resumes it.
+    @Test func shutdownLeavesATaskWaitingForItsHostAsItWas() async throws {
+        let root = TemporaryDirectory("shutdown-wait")
+        defer { root.cleanUp() }
+        let down = try await LoopbackOrigin.start()
+        let port = down.port
+        try await down.shutdown()
+        let engine = try CurlEngine(configuration: .forTests())
+        let store = InMemoryDownloadStore()
+        var configuration = DownloadTaskManager.Configuration(downloadRoot: root.path)
+        configuration.maxNetworkWait = .seconds(30)
+        configuration.networkProbeBackoff = (.seconds(30), .seconds(30))
+        let manager = DownloadTaskManager(configuration: configuration, engine: engine, store: store)
+        let entity = DirectEntity(url: URL(string: "http://127.0.0.1:\(port)/bytes/40000/waiting.bin")!)
+        try await manager.start(entity)
+        #expect(await manager.waitForState(entity.taskID, .interrupted(.network))?.state == .interrupted(.network))
+        await manager.shutdown()
+
+        #expect(await manager.check(entity.taskID)?.state == .interrupted(.network))
+        let stored = try #require(try await store.loadAll().first { $0.task.id == entity.taskID })
+        #expect(stored.task.state == .interrupted(.network), "stored as \(stored.task.state): \(stored.task.lastError?.message ?? "")")
+        #expect(stored.task.lastError?.message.contains("gave up") != true, "\(stored.task.lastError?.message ?? "")")
+
+        // The next start: the task is queued again by itself and completes once the host is back.
+        let origin = try await LoopbackOrigin.start(port: port)
+        let next = DownloadTaskManager(configuration: configuration, engine: engine, store: store)
+        let report = try await next.restore()
+        #expect(report.restored.map(\.id) == [entity.taskID])
+        #expect(await next.waitForState(entity.taskID, .completed)?.state == .completed)
+        await next.shutdown()
+        await engine.shutdown()
+        try await origin.shutdown()
+    }
+
     @Test func shutdownTellsAGroupsLastChangeBeforeTheEventsEnd() async throws {
         // No tick comes in the test's time: only the shutdown can tell the group's change.
         try await withManager(configure: { $0.progressInterval = .seconds(600); $0.storeInterval = .seconds(600) }) { harness in
