@@ -252,6 +252,52 @@ import TesseraTesting
         try await origin.shutdown()
     }
 
+    /// The configuration file as yt-dlp users write theirs: shell quoting, several options on
+    /// a line, comments; `--config-location=FILE`; `--no-config` only where it is an option;
+    /// an unknown option named with its file and line.
+    @Test func theConfigurationFileIsReadAsAShellWouldSplitIt() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let file = cli.directory + "/my.conf"
+            try #"""
+                # quoted values lose their quotes
+                --user-agent "Quoted Agent/1.0"   # a comment after the option
+                --header 'X-Single: a b'  --header X-Escaped:\ c\ d
+                header="X-Aria: e f"
+                """#.write(toFile: file, atomically: true, encoding: .utf8)
+            let a = try await cli.run(["get", "--config-location=\(file)", origin.url("/bytes/1000/a.bin").absoluteString])
+            #expect(a.status == 0, "\(a.errors)")
+            let request = try #require(origin.requests(for: "/bytes/1000/a.bin").first)
+            #expect(request.header("User-Agent") == "Quoted Agent/1.0")
+            #expect(request.header("X-Single") == "a b")
+            #expect(request.header("X-Escaped") == "c d")
+            #expect(request.header("X-Aria") == "e f")
+
+            // The default file, and --no-config as the value of another option: the file counts.
+            let home = cli.directory + "/config-home"
+            try FileManager.default.createDirectory(atPath: home + "/tessera", withIntermediateDirectories: true)
+            try "--header 'X-Default: yes'\n".write(toFile: home + "/tessera/config", atomically: true, encoding: .utf8)
+            let environment = ["XDG_CONFIG_HOME": home]
+            let b = try await cli.run(["get", "--user-agent=--no-config", origin.url("/bytes/1000/b.bin").absoluteString], environment: environment)
+            #expect(b.status == 0, "\(b.errors)")
+            #expect(origin.requests(for: "/bytes/1000/b.bin").first?.header("X-Default") == "yes")
+            #expect(origin.requests(for: "/bytes/1000/b.bin").first?.header("User-Agent") == "--no-config")
+
+            // An unknown option, a value that lost its quotes, an open quote: the file and the line.
+            for (text, line) in [("--limit-rate 1M\n--no-such-option 3\n", 2), ("\n--user-agent Two Words\n", 2), ("--header 'X: open\n", 1)] {
+                try text.write(toFile: file, atomically: true, encoding: .utf8)
+                let bad = try await cli.run(["get", "--config-location", file, origin.url("/bytes/1000/c.bin").absoluteString])
+                #expect(bad.status == 2, "\(text): \(bad.errors)")
+                #expect(bad.errors.contains("\(file), line \(line)"), "\(text): \(bad.errors)")
+            }
+            #expect(origin.requests(for: "/bytes/1000/c.bin").isEmpty)
+            // A file that cannot be read says so.
+            let missing = try await cli.run(["get", "--config-location=\(file).missing", origin.url("/bytes/1000/d.bin").absoluteString])
+            #expect(missing.status == 2 && missing.errors.contains("No such file"), "\(missing.errors)")
+        }
+    }
+
     @Test func aStateDirectoryThatCannotBeMadeSaysWhy() async throws {
         let cli = CLI()
         defer { cli.cleanUp() }
