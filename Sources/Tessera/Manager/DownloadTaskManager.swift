@@ -756,12 +756,12 @@ public actor DownloadTaskManager {
     func info(_ task: ManagedTask, state explicit: DownloadTaskState? = nil) -> DownloadTaskInfo {
         let state = explicit ?? self.state(of: task)
         let snapshot = task.progress?.snapshot ?? task.summary
-        let total = task.manifest == nil ? nil : snapshot.totalBytes
-        let remaining = total.map { max(0, $0 - snapshot.bytes) }
+        let (done, total, isEstimate) = task.amounts(snapshot, state: state)
+        let remaining = total.map { max(0, $0 - done) }
         return DownloadTaskInfo(
             id: task.id, title: task.manifest?.title ?? task.entity.title, groupKey: task.groupKey, state: state,
-            mode: task.mode, bytesDone: snapshot.bytes, bytesTotal: total,
-            bytesTotalIsEstimate: total != nil && snapshot.totalIsEstimate, segmentsDone: snapshot.doneSegments,
+            mode: task.mode, bytesDone: done, bytesTotal: total,
+            bytesTotalIsEstimate: isEstimate, segmentsDone: snapshot.doneSegments,
             segmentsTotal: snapshot.segmentCount, bytesPerSecond: state.isRunning ? task.speed.bytesPerSecond : 0,
             eta: state.isRunning ? task.speed.eta(remaining: remaining) : nil,
             outputs: task.outputInfos(complete: state == .completed), error: task.lastError,
@@ -774,7 +774,7 @@ public actor DownloadTaskManager {
             id: task.id, state: state, mode: task.mode, weight: scheduler.weight(of: task.id),
             sequence: task.sequence, resolveCount: task.resolveCount, lastError: task.lastError.map(StoredError.init),
             manifest: task.manifest, manifestRevision: task.manifestRevision, addedAt: task.addedAt,
-            bytesDone: snapshot.bytes, segmentsDone: snapshot.doneSegments)
+            bytesDone: snapshot.bytes, segmentsDone: snapshot.doneSegments, bytesTotal: task.exactTotal(snapshot))
     }
 
     private func joinGroup(_ task: ManagedTask) {
@@ -1124,6 +1124,7 @@ public actor DownloadTaskManager {
             if let manifest = item.task.manifest { task.setManifest(manifest, layout: layout) }
             task.summary.bytes = item.task.bytesDone
             task.summary.doneSegments = item.task.segmentsDone
+            task.knownTotal = item.task.bytesTotal
             var state = item.task.state
             switch state {
             case .waiting, .resolving, .downloading, .interrupted:
@@ -1173,6 +1174,8 @@ final class ManagedTask {
     /// What the store had, before any run.
     var summary = TaskProgress.Snapshot(bytes: 0, doneSegments: 0, segmentCount: 0, knownBytes: 0, unknownSizes: 0)
     var completed = false
+    /// The last exact total seen for this manifest (see `amounts(_:state:)`).
+    var knownTotal: Int64?
     var speed = SpeedMeter()
     var lastReportedBytes: Int64 = -1
     var lastSampledBytes: Int64 = 0
@@ -1204,6 +1207,7 @@ final class ManagedTask {
     /// Keeps a manifest and what snapshots need of it.
     func setManifest(_ manifest: DownloadManifest, layout: FileLayout) {
         if self.manifest != manifest { manifestRevision += 1 }
+        if let previous = self.manifest, !previous.hasSameSegments(as: manifest) { knownTotal = nil }
         self.manifest = manifest
         outputs = manifest.outputs.filter { mode == .cacheOnly || $0.isSelected }.map { output in
             (output.name, layout.outputPath(entity: entity, output: output), output.knownSize, output.media)

@@ -69,6 +69,41 @@ import TesseraTesting
         try await origin.shutdown()
     }
 
+    /// A plain file's size is known from its response only (the manifest has none): once known,
+    /// the store keeps it, and a restarted manager reports it for the completed task and for a
+    /// paused one.
+    @Test func aKnownTotalSurvivesARestart() async throws {
+        try await withManager { harness in
+            let path = harness.root.file("state.sqlite")
+            var configuration = DownloadTaskManager.Configuration(downloadRoot: harness.root.path)
+            configuration.progressInterval = .milliseconds(50)
+            let store = try SQLiteDownloadStore(path: path)
+            let manager = DownloadTaskManager(configuration: configuration, engine: harness.engine, store: store)
+            let whole = DirectEntity(url: harness.origin.url("/bytes/300000/whole.bin"))
+            let partial = DirectEntity(url: harness.origin.url("/bytes/2000000/partial.bin"))
+            harness.origin.inject(.stall(.seconds(60), afterBytes: 500_000), at: "/bytes/2000000/partial.bin")
+            try await manager.start(whole)
+            try await manager.start(partial)
+            #expect(await manager.waitForState(whole.taskID, .completed)?.bytesTotal == 300_000)
+            let flowing = await manager.waitFor(partial.taskID, timeout: .seconds(20)) { $0.bytesDone >= 400_000 && $0.bytesTotal != nil }
+            #expect(flowing?.bytesTotal == 2_000_000)
+            _ = await manager.stop(partial.taskID)
+            await manager.shutdown()
+
+            let next = DownloadTaskManager(configuration: configuration, engine: harness.engine, store: try SQLiteDownloadStore(path: path))
+            try await next.restore(resuming: false)
+            let completed = try #require(await next.check(whole.taskID))
+            #expect(completed.state == .completed)
+            #expect(completed.bytesTotal == 300_000 && completed.bytesDone == 300_000, "\(completed)")
+            #expect(completed.fractionDone == 1)
+            let paused = try #require(await next.check(partial.taskID))
+            #expect(paused.state == .paused)
+            #expect(paused.bytesTotal == 2_000_000, "\(paused)")
+            #expect(paused.bytesTotalIsEstimate == false)
+            await next.shutdown()
+        }
+    }
+
     @Test func shutdownTellsAGroupsLastChangeBeforeTheEventsEnd() async throws {
         // No tick comes in the test's time: only the shutdown can tell the group's change.
         try await withManager(configure: { $0.progressInterval = .seconds(600); $0.storeInterval = .seconds(600) }) { harness in
