@@ -877,8 +877,8 @@ public actor DownloadTaskManager {
             if snapshot.bytes != task.lastSampledBytes { save(.update(taskRecord(task, state: state(of: task)))) }
             task.lastSampledBytes = snapshot.bytes
             if let journal = task.journal, journal.isDirty { journals.append(journal) }
+            task.speed.sample(bytes: snapshot.bytes, at: now, epoch: snapshot.epoch)
             guard emitProgress else { continue }
-            task.speed.sample(bytes: snapshot.bytes, at: now)
             // A running child's bytes and speed change its group's tally (a few per tick: the
             // running ones, never every sibling).
             markGroupChild(task)
