@@ -42,6 +42,8 @@ public actor DownloadTaskManager {
     nonisolated let layout: FileLayout
     nonisolated let diskGate: DiskGate?
     nonisolated let executor: BlockingExecutor
+    /// Merges completed tasks' files (``Configuration/merging``).
+    nonisolated let merger: TaskMerger?
     private nonisolated let inbox: AsyncStream<RunTicket>.Continuation
     private let inboxStream: AsyncStream<RunTicket>
 
@@ -93,6 +95,7 @@ public actor DownloadTaskManager {
             DiskGate(policy: policy, paths: [configuration.downloadRoot] + (cache.map { [$0.directory] } ?? []))
         }
         executor = BlockingExecutor(threads: 2)
+        merger = if let policy = configuration.merging { TaskMerger(policy: policy, hub: hub) } else { nil }
         (inboxStream, inbox) = AsyncStream.makeStream(of: RunTicket.self)
         scheduler = Scheduler(
             limits: Scheduler.Limits(
@@ -172,7 +175,8 @@ public actor DownloadTaskManager {
             }
             return nil
         }
-        guard let missing, let task = tasks[id], state(of: task) == .completed else { return false }
+        // (A merge that ended meanwhile replaced the outputs it removed: nothing is missing.)
+        guard let missing, let task = tasks[id], state(of: task) == .completed, task.replacement == nil else { return false }
         configuration.logger.info("a completed task's output is missing: it runs again", metadata: ["task": "\(id)", "path": "\(missing)"])
         return true
     }
@@ -188,11 +192,29 @@ public actor DownloadTaskManager {
             throw DownloadError(.invalidState, "only a completed download's outputs can be replaced (task \(id))")
         }
         var replaced = manifest.withoutReplacement
+        replaced.mergeIsPending = false
         replaced.metadata[DownloadManifest.replacedByKey] = path
         replaced.metadata[DownloadManifest.replacedBySizeKey] = String(size)
         task.setManifest(replaced, layout: layout)
         save(.update(taskRecord(task, state: .completed)))
         await writeUnsaved()
+    }
+
+    /// Marks a completed task's merge as started (or not any more), in the store when this
+    /// returns: a merge cut by a shutdown runs again at the next ``restore(resuming:)``.
+    func setMergePending(_ id: DownloadTaskID, _ pending: Bool) async {
+        guard let task = tasks[id], var manifest = task.manifest, state(of: task) == .completed, manifest.mergeIsPending != pending
+        else { return }
+        manifest.mergeIsPending = pending
+        task.setManifest(manifest, layout: layout)
+        save(.update(taskRecord(task, state: .completed)))
+        await writeUnsaved()
+    }
+
+    /// Returns when no merge runs (``Configuration/merging``): the merges of the tasks that
+    /// completed so far have ended.
+    public func finishMerging() async {
+        await merger?.waitForAll()
     }
 
     /// Queues a known task again, ahead of the others.
@@ -217,6 +239,7 @@ public actor DownloadTaskManager {
     public func remove(_ id: DownloadTaskID, deletingFiles: Bool = false) -> DownloadTaskInfo? {
         guard let task = tasks[id] else { return nil }
         let runner = task.run?.task
+        merger?.cancel(id)
         command(.remove(id))
         let snapshot = info(task, state: .removed)
         tasks[id] = nil
@@ -273,10 +296,12 @@ public actor DownloadTaskManager {
     }
 
     /// Starts the entity's task (see ``start(_:)``) and returns it once it has settled (see
-    /// ``wait(for:)``): a download in one call.
+    /// ``wait(for:)``) and its files are merged (``Configuration/merging``): a download in one call.
     public func download(_ entity: DownloadBaseEntity) async throws(DownloadError) -> DownloadTaskInfo {
         let started = try await start(entity)
-        return await wait(for: started.id) ?? started
+        let settled = await wait(for: started.id) ?? started
+        await merger?.wait(for: started.id)
+        return check(started.id) ?? settled
     }
 
     private static func isSettled(_ state: DownloadTaskState) -> Bool {
@@ -373,6 +398,8 @@ public actor DownloadTaskManager {
         let runs = tasks.values.compactMap { $0.run?.task }
         for task in tasks.values { task.run?.task.cancel() }
         for run in runs { await run.value }
+        // Merges stop (ffmpeg too): their tasks stay completed with their files, the merge pending.
+        await merger?.shutdown()
         // What the runs said last (their endings, what they kept) is applied before the store's
         // last write; nothing is launched any more.
         inbox.finish()
@@ -414,6 +441,8 @@ public actor DownloadTaskManager {
             if modeChanged, !state(of: task).isRunning, state(of: task) != .waiting { task.mode = mode }
             task.lastError = nil
             apply(scheduler.handle(.start(id, redo: modeChanged || redo)))
+            // A completed task started again: its files are merged if they were not.
+            if state(of: task) == .completed { merger?.consider(info(task), manager: self) }
             return info(task)
         }
         let record: EntityRecord
@@ -460,6 +489,7 @@ public actor DownloadTaskManager {
                 if to != .removed { save(.update(taskRecord(task, state: to))) }
                 if !to.isRunning { task.speed.reset() }
                 if hub.hasSubscribers { hub.emit(.taskStateChanged(info(task, state: to), previous: from)) }
+                if to == .completed { merger?.consider(info(task, state: to), manager: self) }
                 markGroupChild(task)
                 if to == .completed || to == .failed || to == .invalid || to.isInterrupted { ensureTicker() }
             case .armNetworkWait(let id, let wait, let after):
@@ -765,7 +795,8 @@ public actor DownloadTaskManager {
             segmentsTotal: snapshot.segmentCount, bytesPerSecond: state.isRunning ? task.speed.bytesPerSecond : 0,
             eta: state.isRunning ? task.speed.eta(remaining: remaining) : nil,
             outputs: task.outputInfos(complete: state == .completed), error: task.lastError,
-            resolveCount: task.resolveCount, weight: scheduler.weight(of: task.id))
+            resolveCount: task.resolveCount, weight: scheduler.weight(of: task.id),
+            outputsAreAlternatives: task.manifest?.selectsAlternatives ?? false)
     }
 
     private func taskRecord(_ task: ManagedTask, state: DownloadTaskState) -> TaskRecord {
@@ -1145,6 +1176,8 @@ public actor DownloadTaskManager {
             if let manifest = task.manifest { claim(manifest, for: task) }
             apply(scheduler.handle(.restored(id, sequence: task.sequence, weight: item.task.weight, state: state)))
             if hub.hasSubscribers { hub.emit(.taskAdded(info(task))) }
+            // A merge the last process did not finish.
+            if state == .completed, task.manifest?.mergeIsPending == true { merger?.consider(info(task), manager: self) }
         }
         addedOrder.sort { $0.sequence < $1.sequence }
         let epoch = scheduler.beginCommand()

@@ -198,7 +198,7 @@ public enum DashboardAssets {
       switch (e.type) {
         // Each object is the whole task (or group): a field it leaves out (a total, an ETA, a
         // speed no longer known) is gone, not kept from an older one.
-        case "task_added": case "task_state": case "task_progress": case "task":
+        case "task_added": case "task_state": case "task_progress": case "task_merge": case "task":
           tasks.set(e.id, e); break;
         case "task_removed": tasks.delete(e.id); break;
         case "group": groups.set(e.key, e); break;
