@@ -1,5 +1,6 @@
 import ArgumentParser
 import Foundation
+import Tessera
 
 /// Options read from a file before the command line's, for the commands that take inputs (`get`,
 /// `cache`: every option of theirs may be in it), as yt-dlp and aria2c read theirs: `$XDG_CONFIG_HOME/tessera/config`
@@ -43,7 +44,7 @@ enum ConfigFile {
         guard !config.noConfig else { return arguments }
         let explicit = config.configLocation
         guard let path = explicit ?? defaultPath(environment) else { return arguments }
-        guard let data = FileManager.default.contents(atPath: path) else {
+        guard let data = FileOperations.contents(path) else {
             if explicit != nil { throw ValidationError("cannot read the configuration file \(path): \(readProblem(path))") }
             return arguments
         }

@@ -430,7 +430,7 @@ struct CommandMailbox {
         var commands: [Command] = []
         for name in names.sorted() where name.hasSuffix(".json") {
             let path = directory + "/" + name
-            if let data = FileManager.default.contents(atPath: path), let command = try? JSONDecoder().decode(Command.self, from: data) {
+            if let data = FileOperations.contents(path), let command = try? JSONDecoder().decode(Command.self, from: Data(data)) {
                 commands.append(command)
             }
             try? FileManager.default.removeItem(atPath: path)

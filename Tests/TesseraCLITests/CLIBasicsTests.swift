@@ -182,7 +182,7 @@ import TesseraTesting
             #expect(first.termination == nil)
             first.interrupt()
             #expect(await first.exited(within: .seconds(20)))
-            let output = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+            let output = fileText(out)
             #expect(output.contains("quick.bin"), "\(output)")
         }
     }
@@ -228,13 +228,11 @@ import TesseraTesting
     @Test(arguments: [SIGINT, SIGTERM]) func aSignalWhileATaskWaitsForItsHostPausesIt(signal: Int32) async throws {
         let cli = CLI()
         defer { cli.cleanUp() }
-        let down = try await LoopbackOrigin.start()
-        let port = down.port
-        try await down.shutdown()
+        let port = try await CLIServeTests.downPort()
         let url = "http://127.0.0.1:\(port)/bytes/60000/later.bin"
         let (process, out, _) = try cli.start(["get", "--json", "--network-wait", "30", url])
         let waiting = await eventually(within: .seconds(30)) {
-            ((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").contains("interrupted(network)")
+            (fileText(out)).contains("interrupted(network)")
         }
         #expect(waiting)
         process.send(signal)
@@ -335,7 +333,7 @@ import TesseraTesting
             process.terminate()
             // It exits; the signal does not kill it.
             #expect(await process.ended() == .exited(130))
-            let errors = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+            let errors = fileText(err)
             #expect(!errors.contains("cancelled"), "\(errors)")
         }
     }
@@ -362,7 +360,7 @@ import TesseraTesting
             #expect(tasks.allSatisfy { $0["state"] as? String == "paused" })
             // The summary and the store agree on what each paused task kept: the store learns it
             // when the run has stopped, not only when the pause was asked for.
-            let lines = ((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").split(separator: "\n")
+            let lines = (fileText(out)).split(separator: "\n")
             let summary = lines.last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
             let summarized = try #require(summary?["tasks"] as? [[String: Any]], "\(lines.suffix(3))")
             let kept = Dictionary(uniqueKeysWithValues: summarized.compactMap { task in
@@ -404,7 +402,7 @@ import TesseraTesting
             process.terminate()
             // It ended with a task paused: not a success (aria2c's "unfinished downloads").
             #expect(await process.ended() == .exited(7))
-            let output = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+            let output = fileText(out)
             #expect(output.contains("paused direct:\(origin.url(slow).absoluteString)"), "\(output)")
             #expect(fileSize(cli.downloads + "/quick.bin") == 200_000)
 

@@ -88,7 +88,7 @@ struct CLI {
         let termination = await process.ended()
         return Result(
             status: termination.status,
-            output: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
-            errors: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+            output: fileText(out),
+            errors: fileText(err))
     }
 }

@@ -7,9 +7,10 @@ import TesseraTesting
 /// one merged, playable file at the end (or the two tracks with `--no-merge`, or without ffmpeg).
 @Suite(.enabled(if: MediaTools.available, "needs ffmpeg and ffprobe (apt-get install ffmpeg; make test installs it)"), .timeLimit(.minutes(3)))
 struct CLIMergeTests {
-    /// Serves `/show/master.m3u8`: a video-only variant and an English audio rendition, MPEG-TS
-    /// segments of one second, two seconds in all.
-    static func serveShow(on origin: LoopbackOrigin, directory: String) async throws -> String {
+    /// Makes two seconds of video and of audio with ffmpeg, each an HLS media playlist of
+    /// one-second MPEG-TS segments under `directory/media/<track>`, and serves each track's files
+    /// on `origin` under every folder `folders` gives it (`/show/<folder>/<file>`).
+    static func serveTracks(on origin: LoopbackOrigin, directory: String, folders: [String: [String]]) async throws {
         let media = directory + "/media"
         for track in ["video", "audio"] {
             try FileManager.default.createDirectory(atPath: media + "/" + track, withIntermediateDirectories: true)
@@ -19,7 +20,21 @@ struct CLIMergeTests {
         }
         try await MediaTools.makeVideo(at: media + "/video/index.m3u8", extraArguments: hls("video"))
         try await MediaTools.makeAudio(at: media + "/audio/index.m3u8", extraArguments: hls("audio"))
-        let videoCodec = MediaTools.hasLibx264 ? "avc1.64000d" : "mp4v.20.9"
+        for (track, served) in folders {
+            for name in try FileManager.default.contentsOfDirectory(atPath: media + "/" + track) {
+                let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: "\(media)/\(track)/\(name)")))
+                let type = name.hasSuffix(".m3u8") ? "application/vnd.apple.mpegurl" : "video/mp2t"
+                for folder in served { origin.serve("/show/\(folder)/\(name)", .bytes(bytes, contentType: type)) }
+            }
+        }
+    }
+
+    static let videoCodec = MediaTools.hasLibx264 ? "avc1.64000d" : "mp4v.20.9"
+
+    /// Serves `/show/master.m3u8`: a video-only variant and an English audio rendition, MPEG-TS
+    /// segments of one second, two seconds in all.
+    static func serveShow(on origin: LoopbackOrigin, directory: String) async throws -> String {
+        try await serveTracks(on: origin, directory: directory, folders: ["video": ["video"], "audio": ["audio"]])
         let master = """
             #EXTM3U
             #EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID="aud",NAME="English",LANGUAGE="en",DEFAULT=YES,AUTOSELECT=YES,URI="audio/index.m3u8"
@@ -28,13 +43,6 @@ struct CLIMergeTests {
 
             """
         origin.serve("/show/master.m3u8", .text(master, contentType: "application/vnd.apple.mpegurl"))
-        for track in ["video", "audio"] {
-            for name in try FileManager.default.contentsOfDirectory(atPath: media + "/" + track) {
-                let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: "\(media)/\(track)/\(name)")))
-                let type = name.hasSuffix(".m3u8") ? "application/vnd.apple.mpegurl" : "video/mp2t"
-                origin.serve("/show/\(track)/\(name)", .bytes(bytes, contentType: type))
-            }
-        }
         return origin.url("/show/master.m3u8").absoluteString
     }
 
@@ -42,16 +50,8 @@ struct CLIMergeTests {
     /// three video variants (the same two seconds under three resolutions) and two audio
     /// renditions named `audio_3` and `audio_4`, in English and German.
     static func serveRichShow(on origin: LoopbackOrigin, directory: String) async throws -> String {
-        let media = directory + "/media"
-        for track in ["video", "audio"] {
-            try FileManager.default.createDirectory(atPath: media + "/" + track, withIntermediateDirectories: true)
-        }
-        let hls = { (track: String) in
-            ["-f", "hls", "-hls_time", "1", "-hls_playlist_type", "vod", "-hls_segment_filename", "\(media)/\(track)/s%d.ts"]
-        }
-        try await MediaTools.makeVideo(at: media + "/video/index.m3u8", extraArguments: hls("video"))
-        try await MediaTools.makeAudio(at: media + "/audio/index.m3u8", extraArguments: hls("audio"))
-        let videoCodec = MediaTools.hasLibx264 ? "avc1.64000d" : "mp4v.20.9"
+        try await serveTracks(
+            on: origin, directory: directory, folders: ["video": ["stream_0", "stream_1", "stream_2"], "audio": ["stream_3", "stream_4"]])
         var master = """
             #EXTM3U
             #EXT-X-VERSION:3
@@ -67,15 +67,16 @@ struct CLIMergeTests {
                 """
         }
         origin.serve("/show/master.m3u8", .text(master, contentType: "application/vnd.apple.mpegurl"))
-        let folders = ["video": ["stream_0", "stream_1", "stream_2"], "audio": ["stream_3", "stream_4"]]
-        for (track, served) in folders {
-            for name in try FileManager.default.contentsOfDirectory(atPath: media + "/" + track) {
-                let bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: "\(media)/\(track)/\(name)")))
-                let type = name.hasSuffix(".m3u8") ? "application/vnd.apple.mpegurl" : "video/mp2t"
-                for folder in served { origin.serve("/show/\(folder)/\(name)", .bytes(bytes, contentType: type)) }
-            }
-        }
         return origin.url("/show/master.m3u8").absoluteString
+    }
+
+    /// A `PATH` whose ffmpeg is a shell script with `body` (then the system's directories).
+    static func fakeFFmpeg(in directory: String, _ body: String) throws -> String {
+        let tools = directory + "/fake-tools"
+        try FileManager.default.createDirectory(atPath: tools, withIntermediateDirectories: true)
+        try "#!/bin/sh\n\(body)\n".write(toFile: tools + "/ffmpeg", atomically: true, encoding: .utf8)
+        chmod(tools + "/ffmpeg", 0o755)
+        return tools + ":/usr/bin:/bin"
     }
 
     /// ffprobe's streams of a file: type, language and name (MP4 keeps a track's name as its
@@ -359,11 +360,8 @@ struct CLIMergeTests {
         try await withLoopbackOrigin { origin in
             let url = try await Self.serveShow(on: origin, directory: cli.directory)
             // An ffmpeg that fails as a real one does on tracks it cannot read.
-            let tools = cli.directory + "/failing-tools"
-            try FileManager.default.createDirectory(atPath: tools, withIntermediateDirectories: true)
-            try "#!/bin/sh\necho 'Invalid data found when processing input' >&2\nexit 1\n".write(toFile: tools + "/ffmpeg", atomically: true, encoding: .utf8)
-            chmod(tools + "/ffmpeg", 0o755)
-            let result = try await cli.run(["get", url], environment: ["PATH": tools + ":/usr/bin:/bin"])
+            let path = try Self.fakeFFmpeg(in: cli.directory, "echo 'Invalid data found when processing input' >&2\nexit 1")
+            let result = try await cli.run(["get", url], environment: ["PATH": path])
             #expect(result.status == 1, "\(result.errors)")
             #expect(result.errors.contains("Invalid data found"), "\(result.errors)")
             #expect(result.errors.contains("--no-merge"), "\(result.errors)")
@@ -381,21 +379,17 @@ struct CLIMergeTests {
         try await withLoopbackOrigin { origin in
             let url = try await Self.serveShow(on: origin, directory: cli.directory)
             // A slow ffmpeg that, like the real one, exits 255 on SIGINT or SIGTERM.
-            let tools = cli.directory + "/slow-tools", marker = cli.directory + "/ffmpeg-started"
-            try FileManager.default.createDirectory(atPath: tools, withIntermediateDirectories: true)
-            try "#!/bin/sh\ntrap 'exit 255' INT TERM\ntouch '\(marker)'\nwhile :; do sleep 0.05; done\n"
-                .write(toFile: tools + "/ffmpeg", atomically: true, encoding: .utf8)
-            chmod(tools + "/ffmpeg", 0o755)
-            let (process, out, err) = try cli.start(
-                ["get", "--json", url], environment: ["PATH": tools + ":/usr/bin:/bin"], newProcessGroup: true)
+            let marker = cli.directory + "/ffmpeg-started"
+            let path = try Self.fakeFFmpeg(in: cli.directory, "trap 'exit 255' INT TERM\ntouch '\(marker)'\nwhile :; do sleep 0.05; done")
+            let (process, out, err) = try cli.start(["get", "--json", url], environment: ["PATH": path], newProcessGroup: true)
             #expect(await eventually(within: .seconds(60)) { FileManager.default.fileExists(atPath: marker) }, "the merge started")
             // The terminal's Ctrl-C: SIGINT to the foreground process group (tessera's).
             #expect(kill(-process.pid, SIGINT) == 0)
             #expect(await process.exited(within: .seconds(20)))
             process.send(SIGKILL)
             let status = await process.ended()
-            let errors = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
-            let output = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+            let errors = fileText(err)
+            let output = fileText(out)
             #expect(status == .exited(130), "\(errors)")
             #expect(errors.contains("interrupted"), "\(errors)")
             #expect(!errors.contains("ffmpeg failed"), "\(errors)")

@@ -105,6 +105,13 @@ public actor DownloadTaskManager {
             network: configuration.networkMonitor?.currentStatus ?? .online)
     }
 
+    /// A manager let go without ``shutdown()`` ends what waits on it: the task that applies what
+    /// runs post, and the event streams (their subscribers' loops end instead of waiting forever).
+    deinit {
+        inbox.finish()
+        hub.finish()
+    }
+
     // MARK: - Operations
 
     /// Applies one operation.
@@ -984,9 +991,10 @@ public actor DownloadTaskManager {
         if let policy = configuration.diskSpace {
             let interval = policy.checkInterval
             own { [weak self] in
+                // The manager is held only while it checks, not through the sleep: one let go
+                // without shutdown() is freed (see deinit).
                 while !Task.isCancelled {
-                    guard let self else { return }
-                    await self.checkDiskSpaceNow()
+                    guard await self?.checkDiskSpaceNow() != nil else { return }
                     try? await Task.sleep(for: interval)
                 }
             }

@@ -104,6 +104,30 @@ import TesseraTesting
         }
     }
 
+    /// A manager let go without shutdown() is freed (its disk-space checks hold it only while
+    /// they check), and what waited on it ends: its subscribers' event streams and the task that
+    /// applied its runs' reports (left suspended forever before, a leak LeakSanitizer reported
+    /// for every such manager).
+    @Test func aManagerLetGoWithoutShutdownIsFreedAndEndsItsStreams() async throws {
+        let root = TemporaryDirectory("let-go")
+        defer { root.cleanUp() }
+        let engine = try CurlEngine(configuration: .forTests())
+        var manager: DownloadTaskManager? = DownloadTaskManager(configuration: .init(downloadRoot: root.path), engine: engine)
+        let events = try #require(manager).events()
+        try await manager?.restore()  // (starts what a manager runs: the disk checks, the drain)
+        weak let released = manager
+        let ended = Locked(false)
+        let reader = Task {
+            for await _ in events {}
+            ended.withLock { $0 = true }
+        }
+        manager = nil
+        #expect(await eventually(within: .seconds(10)) { released == nil }, "freed")
+        #expect(await eventually(within: .seconds(10)) { ended.withLock { $0 } }, "its event stream ended")
+        reader.cancel()
+        await engine.shutdown()
+    }
+
     @Test func shutdownTellsAGroupsLastChangeBeforeTheEventsEnd() async throws {
         // No tick comes in the test's time: only the shutdown can tell the group's change.
         try await withManager(configure: { $0.progressInterval = .seconds(600); $0.storeInterval = .seconds(600) }) { harness in

@@ -19,7 +19,7 @@ import TesseraTesting
         #expect(getpgid(leader.pid) != getpgrp())
         var grandchild: pid_t = 0
         #expect(await eventually(within: .seconds(20)) {
-            grandchild = pid_t((try? String(contentsOfFile: marker, encoding: .utf8))?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") ?? 0
+            grandchild = pid_t(fileText(marker).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
             return grandchild > 0
         })
         #expect(getpgid(grandchild) == leader.pid, "what it starts is in its group")

@@ -343,7 +343,12 @@ import TesseraTesting
             }
         }
         try pool.close()
-        return tasks.map { task in
+        return migrated(tasks)
+    }
+
+    /// What a store loads of `tasks` written to a v1 file: no progress summary, no total.
+    static func migrated(_ tasks: [StoredTask]) -> [StoredTask] {
+        tasks.map { task in
             var loaded = task
             loaded.task.bytesDone = 0
             loaded.task.segmentsDone = 0
@@ -440,8 +445,11 @@ import TesseraTesting
         let directory = TemporaryDirectory("tessera-sqlite")
         defer { directory.cleanUp() }
         let path = directory.file("tessera.sqlite")
-        let expected = try Self.makeV1File(path, tasks: try Self.v1Tasks())
-        await #expect(processExitsWith: .success) { [path = path as String, expected = expected as [StoredTask]] in
+        _ = try Self.makeV1File(path, tasks: try Self.v1Tasks())
+        // (Only the path is captured: what the child decodes of its captures it keeps to its
+        // exit, where LeakSanitizer would count it.)
+        await #expect(processExitsWith: .success) { [path = path as String] in
+            let expected = SQLiteDownloadStoreTests.migrated(try SQLiteDownloadStoreTests.v1Tasks())
             let store = try SQLiteDownloadStore(path: path)
             let loaded = try await store.loadAll()
             guard loaded == expected else { exit(3) }
