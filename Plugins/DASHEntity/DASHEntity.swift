@@ -185,13 +185,24 @@ public final class DASHEntity: PayloadEntity<DASHPayload>, DownloadParserProtoco
         }
 
         let directory = mpd.title.map { SafePath.sanitizedFileName($0, fallback: outputDirectory) } ?? outputDirectory
+        // An audio or subtitle track whose id is only a kind and a number is saved under its
+        // language, unless another track's file would have the same name.
+        var fileNames = tracks.map { track in
+            [.audio, .subtitles].contains(track.first.kind)
+                ? MediaInfo.trackFileName(name: track.first.id, language: track.first.language) : track.first.id
+        }
+        var counts: [String: Int] = [:]
+        for name in fileNames + tracks.map(\.first.id) { counts[name.lowercased(), default: 0] += 1 }
+        for index in fileNames.indices where fileNames[index] != tracks[index].first.id && counts[fileNames[index].lowercased()]! > 1 {
+            fileNames[index] = tracks[index].first.id
+        }
         var outputs: [DownloadOutput] = []
         var names: [String: Int] = [:]
         for (index, track) in tracks.enumerated() {
             let representation = track.first
             let idName: String
             do {
-                idName = try SafePath.relative(representation.id)
+                idName = try SafePath.relative(fileNames[index])
             } catch {
                 throw DownloadError(
                     .unsafePath,
@@ -242,7 +253,10 @@ public final class DASHEntity: PayloadEntity<DASHPayload>, DownloadParserProtoco
         if let profiles = mpd.profiles { metadata["profiles"] = profiles }
         let modes = Set(plans.flatMap { $0.map(\.mode) }).sorted()
         metadata["addressing"] = modes.joined(separator: ", ")
-        return DownloadManifest(title: mpd.title ?? directory, outputs: outputs, sourceURL: url, metadata: metadata)
+        var manifest = DownloadManifest(title: mpd.title ?? directory, outputs: outputs, sourceURL: url, metadata: metadata)
+        // `all`: every representation, each a file of its own (never merged together).
+        manifest.selectsAlternatives = payload.format == .all
+        return manifest
     }
 
     // MARK: - Tracks across periods

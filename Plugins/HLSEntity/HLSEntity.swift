@@ -183,6 +183,8 @@ public final class HLSEntity: PayloadEntity<HLSEntityPayload>, DownloadParserPro
     /// One media playlist to fetch and turn into an output.
     private struct Job {
         var identifier: String
+        /// Its file's name (without the extension): the identifier, or a rendition's language.
+        var fileName: String
         var label: String
         var url: URL
         var kind: MediaInfo.Kind
@@ -197,7 +199,8 @@ public final class HLSEntity: PayloadEntity<HLSEntityPayload>, DownloadParserPro
         var jobs: [Job] = []
         for (index, variant) in master.variants.enumerated() {
             jobs.append(Job(
-                identifier: variant.identifier, label: "the \(variant.identifier) variant (line \(variant.line))",
+                identifier: variant.identifier, fileName: variant.identifier,
+                label: "the \(variant.identifier) variant (line \(variant.line))",
                 url: variant.url, kind: variant.kind,
                 media: MediaInfo(
                     kind: variant.kind, identifier: variant.identifier, bandwidth: variant.bandwidth, width: variant.width,
@@ -214,7 +217,9 @@ public final class HLSEntity: PayloadEntity<HLSEntityPayload>, DownloadParserPro
                 case .closedCaptions: .other
                 }
             jobs.append(Job(
-                identifier: rendition.identifier, label: "the \(rendition.identifier) rendition (line \(rendition.line))",
+                identifier: rendition.identifier,
+                fileName: MediaInfo.trackFileName(name: rendition.identifier, language: rendition.language),
+                label: "the \(rendition.identifier) rendition (line \(rendition.line))",
                 url: url, kind: kind,
                 media: MediaInfo(kind: kind, identifier: rendition.identifier, language: rendition.language),
                 isSelected: selection.renditions.contains(index)))
@@ -226,9 +231,16 @@ public final class HLSEntity: PayloadEntity<HLSEntityPayload>, DownloadParserPro
                     + "\(min(Self.maxMediaPlaylists, context.maxSegments))",
                 url: master.url.absoluteString)
         }
+        // A file named after a language that another track's name or language also gives keeps
+        // the track's own name.
+        var fileNames: [String: Int] = [:]
+        for job in jobs { fileNames[job.fileName.lowercased(), default: 0] += 1 }
+        for index in jobs.indices where jobs[index].fileName != jobs[index].identifier && fileNames[jobs[index].fileName.lowercased()]! > 1 {
+            jobs[index].fileName = jobs[index].identifier
+        }
         // Names first: a hostile rendition name fails before anything else is fetched.
         let directory = master.title.map { SafePath.sanitizedFileName($0, fallback: playlistName) } ?? playlistName
-        for job in jobs { _ = try Self.outputName(directory: directory, identifier: job.identifier, fileExtension: "ts") }
+        for job in jobs { _ = try Self.outputName(directory: directory, identifier: job.fileName, fileExtension: "ts") }
         // Selected outputs first, so their indices stay put whatever happens to the others.
         jobs = jobs.filter(\.isSelected) + jobs.filter { !$0.isSelected }
 
@@ -266,13 +278,16 @@ public final class HLSEntity: PayloadEntity<HLSEntityPayload>, DownloadParserPro
         outputs.reserveCapacity(built.count)
         for (job, playlist) in built {
             let name = try Self.outputName(
-                directory: directory, identifier: job.identifier, fileExtension: Self.fileExtension(for: playlist, kind: job.kind))
+                directory: directory, identifier: job.fileName, fileExtension: Self.fileExtension(for: playlist, kind: job.kind))
             outputs.append(DownloadOutput(
                 name: name, assembly: .concatenated, segments: try playlist.downloadSegments(), isSelected: job.isSelected,
                 media: job.media))
             if job.isSelected, metadata["duration"] == nil { metadata["duration"] = Self.seconds(playlist.duration) }
         }
-        return DownloadManifest(title: master.title ?? directory, outputs: outputs, sourceURL: master.url, metadata: metadata)
+        var manifest = DownloadManifest(title: master.title ?? directory, outputs: outputs, sourceURL: master.url, metadata: metadata)
+        // `all`: every variant and rendition, each a file of its own (never merged together).
+        manifest.selectsAlternatives = selector == .all
+        return manifest
     }
 
     /// Fetches and parses media playlists, four at a time.

@@ -150,10 +150,11 @@ static inline int tessera_spawn_stream(posix_spawn_file_actions_t *actions, int 
 }
 
 /// posix_spawn(3) of `path` with `argv` and `envp` (NULL-terminated), its standard input, output
-/// and error as `tessera_spawn_stream` takes them, in `directory` (NULL: the parent's). 0 and the
-/// child's pid, or an errno value.
+/// and error as `tessera_spawn_stream` takes them, in `directory` (NULL: the parent's); with
+/// `new_group`, in a process group of its own (its pid), so that signals a terminal sends to its
+/// foreground group (Ctrl-C) do not reach it. 0 and the child's pid, or an errno value.
 static inline int tessera_spawn(const char *path, char *const argv[], char *const envp[], int input, int output, int error,
-                                const char *directory, pid_t *pid) {
+                                const char *directory, int new_group, pid_t *pid) {
     posix_spawn_file_actions_t actions;
     posix_spawnattr_t attributes;
     int result = posix_spawn_file_actions_init(&actions);
@@ -175,7 +176,9 @@ static inline int tessera_spawn(const char *path, char *const argv[], char *cons
     if (result == 0 && directory) result = posix_spawn_file_actions_addchdir_np(&actions, directory);
     if (result == 0) result = posix_spawnattr_setsigmask(&attributes, &none);
     if (result == 0) result = posix_spawnattr_setsigdefault(&attributes, &all);
-    if (result == 0) result = posix_spawnattr_setflags(&attributes, POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
+    if (result == 0 && new_group) result = posix_spawnattr_setpgroup(&attributes, 0);
+    short flags = POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | (new_group ? POSIX_SPAWN_SETPGROUP : 0);
+    if (result == 0) result = posix_spawnattr_setflags(&attributes, flags);
     if (result == 0) result = posix_spawn(pid, path, &actions, &attributes, argv, envp);
     posix_spawnattr_destroy(&attributes);
     posix_spawn_file_actions_destroy(&actions);

@@ -38,7 +38,7 @@ public final class DaemonMetrics: Sendable {
                 let bytes = counts.bytesByTask.removeValue(forKey: id) ?? 0
                 let (sum, overflow) = counts.bytesOfGoneTasks.addingReportingOverflow(bytes)
                 counts.bytesOfGoneTasks = overflow ? .max : sum
-            case .groupUpdated, .groupRemoved, .notice:
+            case .groupUpdated, .groupRemoved, .notice, .taskMerge:
                 break
             }
         }

@@ -43,6 +43,29 @@ public enum EventJSON {
             var object: [String: RPCValue] = ["type": "notice", "kind": .string(notice.kind.rawValue), "message": .string(notice.message)]
             if let id = notice.taskID { object["id"] = .string(id.description) }
             return .object(object)
+        case .taskMerge(let info, let status):
+            var object = taskFields("task_merge", info)
+            object["merge"] = merge(status)
+            return .object(object)
+        }
+    }
+
+    /// A merge step's object: `status` (`started`, `merged`, `failed`, `interrupted` or
+    /// `skipped`), the merged file's `path` (planned or made) and `size`, the `inputs` merged,
+    /// and a `message` when it did not happen.
+    public static func merge(_ status: MergeStatus) -> RPCValue {
+        switch status {
+        case .started(let plan):
+            return ["status": "started", "path": .string(plan.output), "inputs": .array(plan.inputs.map { .string($0) })]
+        case .merged(let result):
+            return [
+                "status": "merged", "path": .string(result.path), "size": .int(result.size),
+                "inputs": .array(result.removedInputs.map { .string($0) }),
+            ]
+        case .failed(let error):
+            return ["status": error == .cancelled ? "interrupted" : "failed", "message": .string(error.message)]
+        case .skipped(let reason):
+            return ["status": "skipped", "message": .string(reason)]
         }
     }
 

@@ -242,7 +242,7 @@ public actor TesseraDaemon {
             name.utf8.dropLast(6).allSatisfy({ (0x30...0x39).contains($0) || (0x61...0x66).contains($0) })
         else { return nil }
         let path = configuration.documentDirectory + "/" + name
-        return try? await NIOThreadPool.singleton.runIfActive { FileManager.default.contents(atPath: path) }
+        return try? await NIOThreadPool.singleton.runIfActive { FileOperations.contents(path).map { Data($0) } }
     }
 
     private func add(_ entities: [DownloadBaseEntity], options: AddOptions, uris: [String]) async throws -> [DownloadTaskInfo] {

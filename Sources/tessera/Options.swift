@@ -32,7 +32,7 @@ struct InputOptions: ParsableArguments {
                     else if info.st_mode & S_IFMT == S_IFDIR { EISDIR }
                     else if access(inputFile, R_OK) != 0 { errno }
                     else { nil }
-                guard problem == nil, let data = FileManager.default.contents(atPath: inputFile) else {
+                guard problem == nil, let data = FileOperations.contents(inputFile).map({ Data($0) }) else {
                     throw ValidationError("cannot read the input file \(inputFile): \(String(cString: strerror(problem ?? EIO)))")
                 }
                 text = String(decoding: data, as: UTF8.self)

@@ -40,6 +40,9 @@ struct Session {
         var state: StateOptions
         /// `-o TEMPLATE`: how files are named.
         var outputTemplate: OutputNameTemplate?
+        /// How completed tasks' files are merged (`--no-merge`: `nil`); commands that only
+        /// manage tasks (`pause`, `remove`) merge nothing.
+        var merging: MergePolicy? = nil
     }
 
     static func open(_ settings: Settings) throws -> Session {
@@ -72,6 +75,7 @@ struct Session {
         configuration.maxNetworkWait = settings.network.networkWait < 0 ? nil : .seconds(settings.network.networkWait)
         configuration.documentTimeout = settings.network.documentTimeout
         configuration.networkMonitor = NetlinkNetworkMonitor()
+        configuration.merging = settings.merging
         let registry = makeRegistry()
         let manager = DownloadTaskManager(
             configuration: configuration, engine: engine, store: store, cache: cache, registry: registry)

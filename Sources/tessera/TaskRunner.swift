@@ -3,9 +3,11 @@ import Synchronization
 import Tessera
 
 /// Runs tasks to their end with a display: every task in the set completed, failed or invalid
-/// (interrupted ones resume by themselves, so the run waits for them). Ctrl-C (SIGINT, SIGTERM)
-/// pauses every task cleanly and ends with exit code 130. Commands from other `tessera`
-/// processes (`pause`, `resume`, `remove`) are applied while it runs.
+/// (interrupted ones resume by themselves, so the run waits for them), and the merges of the
+/// completed ones done (the manager merges as tasks complete). Ctrl-C (SIGINT, SIGTERM,
+/// SIGHUP) pauses every task cleanly, stops a merge (its files stay) and ends with exit code
+/// 130. Commands from other `tessera` processes (`pause`, `resume`, `remove`) are applied while
+/// it runs.
 struct TaskRunner {
     let session: Session
     let display: Display
@@ -15,6 +17,8 @@ struct TaskRunner {
         var tasks: [DownloadTaskInfo]
         var interrupted: Bool
         var times: [DownloadTaskID: Duration]
+        /// What merging did, by task.
+        var merges: [DownloadTaskID: MergeOutcome] = [:]
     }
 
     /// Runs until every task of `ids` (and any a `resume` command adds) has settled, or until
@@ -36,10 +40,12 @@ struct TaskRunner {
         let tracker = RunTracker(keepsSnapshots: display.mode == .live)
         let timed = display.mode == .json
         tracker.track(ids)
+        let merges = MergeTracker(display: display)
         let eventTask = Task {
             for await event in events {
                 // Shown before it counts: when the loop sees a task settled, its line is out.
                 display.handle(event)
+                merges.record(event)
                 if timed { clock.record(event) }
                 if tracker.record(event) { wake.yield() }
             }
@@ -91,12 +97,20 @@ struct TaskRunner {
             let deadline = ContinuousClock.now + .seconds(10)
             while !tracker.allSettled, ContinuousClock.now < deadline, await wakes.next() != nil {}
         }
+        if !interrupted {
+            // The merges of the tasks that completed (each began as its task completed) end
+            // before the summary; Ctrl-C stops them (the shutdown stops ffmpeg).
+            let manager = session.manager
+            _ = try? await interrupt.unlessInterrupted({ await manager.finishMerging() })
+            interrupted = interrupt.fired
+        }
         ticker.cancel()
         await session.manager.shutdown()
         await eventTask.value
+        merges.warnAboutSkipped()
         let infos = await snapshot(tracked)
         for info in infos { clock.observe(info) }
-        let failed = infos.contains { $0.state == .failed || $0.state == .invalid }
+        let failed = infos.contains { $0.state == .failed || $0.state == .invalid } || merges.anyFailed
         // Paused (from another shell) or still waiting: not done, not failed (aria2c's 7).
         let unfinished = infos.contains { $0.state != .completed }
         let code: Int32 =
@@ -105,7 +119,7 @@ struct TaskRunner {
             else if unfinished { 7 }
             else { 0 }
         let times = clock.times(for: infos.map(\.id))
-        return Outcome(exitCode: code, tasks: infos, interrupted: interrupted, times: times)
+        return Outcome(exitCode: code, tasks: infos, interrupted: interrupted, times: times, merges: merges.outcomes)
     }
 
     /// The latest state of each tracked task, from the events (and a first snapshot): the run
@@ -281,9 +295,10 @@ struct TaskRunner {
     }
 
     /// The summary: one line per task (and its files), as text and as the last JSON line.
-    func summarize(_ outcome: Outcome, merges: [DownloadTaskID: MergeOutcome] = [:]) {
+    func summarize(_ outcome: Outcome) {
         // (-q prints no summary: nothing to build, no file to look at.)
         guard display.mode != .quiet else { return }
+        let merges = outcome.merges
         var tasks: [[String: Any]] = []
         var lines = [""]
         for info in outcome.tasks {
@@ -304,7 +319,9 @@ struct TaskRunner {
             lines.append(line)
             if let merged {
                 // The parts are gone: the merged file stands for them (and any output not merged).
-                for output in info.outputs where !merged.removedInputs.contains(output.path) { lines.append("    → \(output.path)") }
+                for output in info.outputs where !merged.removedInputs.contains(output.path) && output.path != merged.path {
+                    lines.append("    → \(output.path)")
+                }
                 lines.append("    → \(merged.path) (merged)")
             } else if info.state == .completed {
                 for output in info.outputs { lines.append("    → \(output.path)") }
@@ -322,7 +339,7 @@ struct TaskRunner {
     }
 }
 
-/// Ctrl-C and SIGTERM, noticed by the run loop instead of killing the process.
+/// Ctrl-C, SIGTERM and SIGHUP, noticed by the run loop instead of killing the process.
 final class InterruptSignal: Sendable {
     static let shared = InterruptSignal()
     private let flag = Atomic(false)
@@ -365,7 +382,9 @@ final class InterruptSignal: Sendable {
 
     func install() {
         guard !installed.exchange(true, ordering: .relaxed) else { return }
-        for number in [SIGINT, SIGTERM] {
+        // SIGHUP (the terminal closed) too: ffmpeg, in a process group of its own, would not
+        // hear of it, and this process would die without stopping it.
+        for number in [SIGINT, SIGTERM, SIGHUP] {
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler { [self] in
@@ -431,7 +450,7 @@ struct CommandMailbox {
         var commands: [Command] = []
         for name in names.sorted() where name.hasSuffix(".json") {
             let path = directory + "/" + name
-            if let data = FileManager.default.contents(atPath: path), let command = try? JSONDecoder().decode(Command.self, from: data) {
+            if let data = FileOperations.contents(path), let command = try? JSONDecoder().decode(Command.self, from: Data(data)) {
                 commands.append(command)
             }
             try? FileManager.default.removeItem(atPath: path)

@@ -40,7 +40,7 @@ func mpd(duration: String = "PT10S", periodAttributes: String = "", _ body: Stri
 }
 
 func fileBytes(_ path: String) -> [UInt8]? {
-    FileManager.default.contents(atPath: path).map { [UInt8]($0) }
+    fileContents(path)
 }
 
 /// Whether the file at `path` holds exactly `expected`; records where it differs (not the bytes).

@@ -118,7 +118,7 @@ import Testing
                     #expect(origin.requestCount(for: fixture.packedSegmentPath) == 0)
                     #expect(origin.requestCount(for: fixture.keyPaths[0]) == 0)
                 }
-                await manager.stopAll()
+                await manager.shutdown()
                 await harness.tearDown()
             }
         }

@@ -6,7 +6,7 @@ import TesseraTesting
 import Testing
 
 func fileBytes(_ path: String) -> [UInt8]? {
-    FileManager.default.contents(atPath: path).map { [UInt8]($0) }
+    fileContents(path)
 }
 
 let playlistURL = URL(string: "https://cdn.example.com/show/720p/prog.m3u8")!

@@ -182,7 +182,7 @@ import TesseraTesting
             #expect(first.termination == nil)
             first.interrupt()
             #expect(await first.exited(within: .seconds(20)))
-            let output = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+            let output = fileText(out)
             #expect(output.contains("quick.bin"), "\(output)")
         }
     }
@@ -223,6 +223,79 @@ import TesseraTesting
         }
     }
 
+    /// Ctrl-C (or SIGTERM) while a task waits for a host that refuses connections: the task is
+    /// paused with what it had, not failed "after waiting", and the same command continues it.
+    @Test(arguments: [SIGINT, SIGTERM]) func aSignalWhileATaskWaitsForItsHostPausesIt(signal: Int32) async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        let port = try await CLIServeTests.downPort()
+        let url = "http://127.0.0.1:\(port)/bytes/60000/later.bin"
+        let (process, out, _) = try cli.start(["get", "--json", "--network-wait", "30", url])
+        let waiting = await eventually(within: .seconds(30)) {
+            (fileText(out)).contains("interrupted(network)")
+        }
+        #expect(waiting)
+        process.send(signal)
+        #expect(await process.exited(within: .seconds(20)))
+        process.terminate()
+        #expect(await process.ended() == .exited(130))
+        let list = try await cli.run(["list", "--json", "--state-dir", cli.state])
+        let task = try #require((list.json?["tasks"] as? [[String: Any]])?.first, "\(list.output)")
+        #expect(task["state"] as? String == "paused", "\(task)")
+        #expect((task["error"] as? String)?.contains("gave up") != true, "\(task)")
+        let origin = try await LoopbackOrigin.start(port: port)
+        let again = try await cli.run(["get", "--network-wait", "30", url])
+        #expect(again.status == 0, "\(again.errors)")
+        #expect(await origin.content(at: "/bytes/60000/later.bin").verifyFile(atPath: cli.downloads + "/later.bin", size: 60_000))
+        try await origin.shutdown()
+    }
+
+    /// The configuration file as yt-dlp users write theirs: shell quoting, several options on
+    /// a line, comments; `--config-location=FILE`; `--no-config` only where it is an option;
+    /// an unknown option named with its file and line.
+    @Test func theConfigurationFileIsReadAsAShellWouldSplitIt() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let file = cli.directory + "/my.conf"
+            try #"""
+                # quoted values lose their quotes
+                --user-agent "Quoted Agent/1.0"   # a comment after the option
+                --header 'X-Single: a b'  --header X-Escaped:\ c\ d
+                header="X-Aria: e f"
+                """#.write(toFile: file, atomically: true, encoding: .utf8)
+            let a = try await cli.run(["get", "--config-location=\(file)", origin.url("/bytes/1000/a.bin").absoluteString])
+            #expect(a.status == 0, "\(a.errors)")
+            let request = try #require(origin.requests(for: "/bytes/1000/a.bin").first)
+            #expect(request.header("User-Agent") == "Quoted Agent/1.0")
+            #expect(request.header("X-Single") == "a b")
+            #expect(request.header("X-Escaped") == "c d")
+            #expect(request.header("X-Aria") == "e f")
+
+            // The default file, and --no-config as the value of another option: the file counts.
+            let home = cli.directory + "/config-home"
+            try FileManager.default.createDirectory(atPath: home + "/tessera", withIntermediateDirectories: true)
+            try "--header 'X-Default: yes'\n".write(toFile: home + "/tessera/config", atomically: true, encoding: .utf8)
+            let environment = ["XDG_CONFIG_HOME": home]
+            let b = try await cli.run(["get", "--user-agent=--no-config", origin.url("/bytes/1000/b.bin").absoluteString], environment: environment)
+            #expect(b.status == 0, "\(b.errors)")
+            #expect(origin.requests(for: "/bytes/1000/b.bin").first?.header("X-Default") == "yes")
+            #expect(origin.requests(for: "/bytes/1000/b.bin").first?.header("User-Agent") == "--no-config")
+
+            // An unknown option, a value that lost its quotes, an open quote: the file and the line.
+            for (text, line) in [("--limit-rate 1M\n--no-such-option 3\n", 2), ("\n--user-agent Two Words\n", 2), ("--header 'X: open\n", 1)] {
+                try text.write(toFile: file, atomically: true, encoding: .utf8)
+                let bad = try await cli.run(["get", "--config-location", file, origin.url("/bytes/1000/c.bin").absoluteString])
+                #expect(bad.status == 2, "\(text): \(bad.errors)")
+                #expect(bad.errors.contains("\(file), line \(line)"), "\(text): \(bad.errors)")
+            }
+            #expect(origin.requests(for: "/bytes/1000/c.bin").isEmpty)
+            // A file that cannot be read says so.
+            let missing = try await cli.run(["get", "--config-location=\(file).missing", origin.url("/bytes/1000/d.bin").absoluteString])
+            #expect(missing.status == 2 && missing.errors.contains("No such file"), "\(missing.errors)")
+        }
+    }
+
     @Test func aStateDirectoryThatCannotBeMadeSaysWhy() async throws {
         let cli = CLI()
         defer { cli.cleanUp() }
@@ -260,7 +333,7 @@ import TesseraTesting
             process.terminate()
             // It exits; the signal does not kill it.
             #expect(await process.ended() == .exited(130))
-            let errors = (try? String(contentsOfFile: err, encoding: .utf8)) ?? ""
+            let errors = fileText(err)
             #expect(!errors.contains("cancelled"), "\(errors)")
         }
     }
@@ -287,7 +360,7 @@ import TesseraTesting
             #expect(tasks.allSatisfy { $0["state"] as? String == "paused" })
             // The summary and the store agree on what each paused task kept: the store learns it
             // when the run has stopped, not only when the pause was asked for.
-            let lines = ((try? String(contentsOfFile: out, encoding: .utf8)) ?? "").split(separator: "\n")
+            let lines = (fileText(out)).split(separator: "\n")
             let summary = lines.last.flatMap { try? JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] }
             let summarized = try #require(summary?["tasks"] as? [[String: Any]], "\(lines.suffix(3))")
             let kept = Dictionary(uniqueKeysWithValues: summarized.compactMap { task in
@@ -329,7 +402,7 @@ import TesseraTesting
             process.terminate()
             // It ended with a task paused: not a success (aria2c's "unfinished downloads").
             #expect(await process.ended() == .exited(7))
-            let output = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+            let output = fileText(out)
             #expect(output.contains("paused direct:\(origin.url(slow).absoluteString)"), "\(output)")
             #expect(fileSize(cli.downloads + "/quick.bin") == 200_000)
 

@@ -51,12 +51,14 @@ struct CLI {
         if !outputIsDirectory, !arguments.contains(where: { ["-d", "--dir", "-P", "--paths"].contains($0) }) { added += ["-d", downloads] }
         if !arguments.contains("--state-dir") { added += ["--state-dir", state] }
         if !arguments.contains("--proxy") { added += ["--proxy", ""] }
-        if command == "get", !merges, !arguments.contains("--no-merge") { added.append("--no-merge") }
+        if command == "get" || command == "resume", !merges, !arguments.contains("--no-merge") { added.append("--no-merge") }
         return arguments + added
     }
 
     /// Starts `tessera` and returns the running process (its output collected into files).
-    func start(_ arguments: [String], environment: [String: String] = [:]) throws -> (SpawnedProcess, String, String) {
+    /// With `newProcessGroup`, it leads a process group of its own, as a shell starts a
+    /// foreground job: a signal to the group reaches it and whatever it did not move out.
+    func start(_ arguments: [String], environment: [String: String] = [:], newProcessGroup: Bool = false) throws -> (SpawnedProcess, String, String) {
         var env = childEnvironment()
         // No configuration file of the machine's user changes what a test runs.
         env["XDG_CONFIG_HOME"] = directory + "/no-config-home"
@@ -72,7 +74,7 @@ struct CLI {
         guard outFile >= 0, errFile >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         let process = try SpawnedProcess(
             Self.executable.path, standard(arguments), environment: env, directory: directory, input: .null,
-            output: .descriptor(outFile), error: .descriptor(errFile))
+            output: .descriptor(outFile), error: .descriptor(errFile), newProcessGroup: newProcessGroup)
         return (process, out, err)
     }
 
@@ -86,7 +88,7 @@ struct CLI {
         let termination = await process.ended()
         return Result(
             status: termination.status,
-            output: (try? String(contentsOfFile: out, encoding: .utf8)) ?? "",
-            errors: (try? String(contentsOfFile: err, encoding: .utf8)) ?? "")
+            output: fileText(out),
+            errors: fileText(err))
     }
 }

@@ -24,7 +24,7 @@ import TesseraTesting
                     "/usr/bin/env", ["tmux", "-L", socket] + arguments, output: .descriptor(file), error: .null)
                 process.waitUntilExit()
             }
-            return (try? String(contentsOfFile: output, encoding: .utf8)) ?? ""
+            return fileText(output)
         }
 
         /// Starts the server with its session (the client exits once the server it forks runs).

@@ -1,8 +1,5 @@
 import Foundation
 import Logging
-#if canImport(FoundationNetworking)
-import FoundationNetworking
-#endif
 import Testing
 import Tessera
 @testable import TesseraServer
@@ -13,25 +10,15 @@ import TesseraTesting
     struct Running {
         let harness: ServeHarness
         let port: Int
-        let session: URLSession
 
-        func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
-
-        func post(_ path: String, _ body: Data, headers: [String: String] = [:]) async throws -> (Data, HTTPURLResponse) {
-            var request = URLRequest(url: url(path))
-            request.httpMethod = "POST"
-            request.httpBody = body
-            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
-            for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-            let (data, response) = try await session.data(for: request)
-            return (data, response as! HTTPURLResponse)
+        func post(_ path: String, _ body: Data, headers: [String: String] = [:]) async throws -> (Data, LoopbackHTTP.Response) {
+            let response = try await LoopbackHTTP.request(port: port, method: "POST", path: path, headers: headers, body: body)
+            return (response.body, response)
         }
 
-        func get(_ path: String, headers: [String: String] = [:]) async throws -> (Data, HTTPURLResponse) {
-            var request = URLRequest(url: url(path))
-            for (name, value) in headers { request.setValue(value, forHTTPHeaderField: name) }
-            let (data, response) = try await session.data(for: request)
-            return (data, response as! HTTPURLResponse)
+        func get(_ path: String, headers: [String: String] = [:]) async throws -> (Data, LoopbackHTTP.Response) {
+            let response = try await LoopbackHTTP.request(port: port, path: path, headers: headers)
+            return (response.body, response)
         }
 
         func rpc(_ method: String, _ params: [RPCValue]) async throws -> RPCValue {
@@ -53,11 +40,8 @@ import TesseraTesting
             let serving = Task { try await server.run { port in continuation.yield(port) } }
             var iterator = ports.makeAsyncIterator()
             guard let port = await iterator.next() else { throw ServerDidNotStart() }
-            let configurationForSession = URLSessionConfiguration.ephemeral
-            configurationForSession.connectionProxyDictionary = [:]
-            let session = URLSession(configuration: configurationForSession)
             do {
-                try await body(Running(harness: harness, port: port, session: session))
+                try await body(Running(harness: harness, port: port))
             } catch {
                 serving.cancel()
                 _ = await serving.result
@@ -65,7 +49,6 @@ import TesseraTesting
             }
             serving.cancel()
             _ = await serving.result
-            session.invalidateAndCancel()
         }
     }
 
@@ -154,11 +137,9 @@ import TesseraTesting
 
     @Test func eventsStreamTheJSONObjectsAndEndWithTheServer() async throws {
         try await withServer { server in
-            let reader = StreamReader()
-            let session = URLSession(configuration: .ephemeral, delegate: reader, delegateQueue: nil)
-            let task = session.dataTask(with: server.url("/events?token=s3cret"))
-            task.resume()
-            #expect(await eventually(within: .seconds(10)) { reader.status == 200 })
+            let reader = try LoopbackHTTP.stream(port: server.port, path: "/events?token=s3cret")
+            defer { reader.close() }
+            #expect(await eventually(within: .seconds(10)) { reader.statusCode == 200 })
             let url = server.harness.origin.url(LoopbackOrigin.generatedPath(size: 5000, name: "sse.bin")).absoluteString
             let gid = try #require(try await server.rpc("aria2.addUri", [[.string(url)]])["result"]?.stringValue)
             #expect(await eventually(within: .seconds(20)) {
@@ -167,8 +148,6 @@ import TesseraTesting
             let first = reader.text.components(separatedBy: "\n\n").first ?? ""
             #expect(first.hasPrefix("data: {"))
             #expect(first.contains("\"type\":\"task_added\""))
-            task.cancel()
-            session.invalidateAndCancel()
         }
     }
 
@@ -181,10 +160,9 @@ import TesseraTesting
             let serving = Task { try await server.run { port in continuation.yield(port) } }
             var iterator = ports.makeAsyncIterator()
             let port = try #require(await iterator.next())
-            let reader = StreamReader()
-            let session = URLSession(configuration: .ephemeral, delegate: reader, delegateQueue: nil)
-            session.dataTask(with: URL(string: "http://127.0.0.1:\(port)/events")!).resume()
-            #expect(await eventually(within: .seconds(10)) { reader.status == 200 })
+            let reader = try LoopbackHTTP.stream(port: port, path: "/events")
+            defer { reader.close() }
+            #expect(await eventually(within: .seconds(10)) { reader.statusCode == 200 })
             serving.cancel()
             let stopped = Locked(false)
             let waiter = Task {
@@ -193,7 +171,8 @@ import TesseraTesting
             }
             #expect(await eventually(within: .seconds(15)) { stopped.withLock { $0 } })
             waiter.cancel()
-            session.invalidateAndCancel()
+            // Its stream ended with it.
+            #expect(await eventually(within: .seconds(15)) { reader.ended })
         }
     }
 }
@@ -206,23 +185,3 @@ let quietLogger: Logger = {
     logger.logLevel = .critical
     return logger
 }()
-
-/// Collects a streamed response as it arrives.
-final class StreamReader: NSObject, URLSessionDataDelegate, Sendable {
-    private let state = Locked<(status: Int, data: Data)>((0, Data()))
-
-    var status: Int { state.withLock { $0.status } }
-    var text: String { state.withLock { String(decoding: $0.data, as: UTF8.self) } }
-
-    func urlSession(
-        _ session: URLSession, dataTask: URLSessionDataTask, didReceive response: URLResponse,
-        completionHandler: @escaping @Sendable (URLSession.ResponseDisposition) -> Void
-    ) {
-        state.withLock { $0.status = (response as? HTTPURLResponse)?.statusCode ?? -1 }
-        completionHandler(.allow)
-    }
-
-    func urlSession(_ session: URLSession, dataTask: URLSessionDataTask, didReceive data: Data) {
-        state.withLock { $0.data.append(data) }
-    }
-}

@@ -3,7 +3,7 @@ import Tessera
 import TesseraTesting
 
 func fileBytes(_ path: String) -> [UInt8] {
-    (FileManager.default.contents(atPath: path)).map { [UInt8]($0) } ?? []
+    fileContents(path) ?? []
 }
 
 /// Resident memory of this process, in bytes (VmRSS).

@@ -264,8 +264,8 @@ public final class SegmentCache: Sendable {
                     if !FileOperations.exists(String(path.dropLast(5))) { FileOperations.remove(path) }
                     continue
                 }
-                guard let data = fileManager.contents(atPath: path + ".json"),
-                    let sidecar = try? JSONDecoder().decode(Sidecar.self, from: data), name(for: sidecar.key) == file
+                guard let data = FileOperations.contents(path + ".json"),
+                    let sidecar = try? JSONDecoder().decode(Sidecar.self, from: Data(data)), name(for: sidecar.key) == file
                 else {
                     // No record (a crash between the two renames) or a foreign file.
                     FileOperations.remove(path)

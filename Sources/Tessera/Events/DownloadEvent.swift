@@ -22,11 +22,15 @@ public enum DownloadEvent: Sendable {
     /// A condition of the environment worth telling (disk space low, network lost or back,
     /// a task started on a metered network).
     case notice(DownloadNotice)
+    /// A completed task's files are being merged into one, were merged, or were not (see
+    /// ``MergePolicy``); with the task's snapshot after the step (once merged, its one output is
+    /// the merged file).
+    case taskMerge(DownloadTaskInfo, MergeStatus)
 
     /// The task the event is about, if it is about one.
     public var taskID: DownloadTaskID? {
         switch self {
-        case .taskAdded(let info), .taskStateChanged(let info, _), .taskProgress(let info): info.id
+        case .taskAdded(let info), .taskStateChanged(let info, _), .taskProgress(let info), .taskMerge(let info, _): info.id
         case .taskRemoved(let id), .taskError(let id, _, _): id
         case .groupUpdated, .groupRemoved, .notice: nil
         }
@@ -56,4 +60,18 @@ public struct DownloadNotice: Sendable, Hashable {
         self.message = message
         self.taskID = taskID
     }
+}
+
+/// A step of a completed task's merge (``DownloadEvent/taskMerge(_:_:)``).
+public enum MergeStatus: Sendable, Equatable {
+    /// ffmpeg runs the plan.
+    case started(MergePlan)
+    /// The merged file is in place and stands for the task's outputs; the merged ones are gone.
+    case merged(MergeResult)
+    /// No merged file: the task's files are kept. ``MergeError/cancelled`` when it was
+    /// interrupted (the manager shut down, or the task was removed): the merge runs again when
+    /// the manager next restores the task.
+    case failed(MergeError)
+    /// Not attempted, with the reason (no ffmpeg): the task's files are kept.
+    case skipped(reason: String)
 }

@@ -36,6 +36,9 @@ public struct DownloadTaskInfo: Sendable, Equatable {
     public var resolveCount: Int
     /// Scheduling weight: higher runs first.
     public var weight: Int
+    /// Whether the outputs are alternatives of one another (``DownloadManifest/selectsAlternatives``:
+    /// a format selector's `all`), each a file of its own that is never merged.
+    public var outputsAreAlternatives = false
 
     /// Done over total, when the total is known.
     public var fractionDone: Double? {

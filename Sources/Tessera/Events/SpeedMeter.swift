@@ -1,27 +1,48 @@
-/// A moving average of throughput: an exponentially weighted average of samples taken at each
-/// progress tick, so one slow or fast interval moves it only part of the way.
+import Foundation
+
+/// A moving average of throughput: an exponentially weighted average of the samples the manager
+/// takes at each tick, weighted by the time each covers (a sample of 0.2 s moves the average less
+/// than one of 2 s), so one slow or fast interval moves it only part of the way, however often
+/// it is sampled.
+///
+/// The first interval gives the first value (a speed within the first second of a transfer, not
+/// after several). Bytes counted from something else than arrival (a run that starts over finds
+/// bytes on disk, or drops bad ones) are told apart by the progress's `epoch`: a sample of
+/// another epoch only starts a new interval.
 struct SpeedMeter: Sendable {
-    /// How much of the newest sample enters the average.
-    var smoothing: Double = 0.3
+    /// How long a past rate takes to fade to 1/e of its weight.
+    var timeConstant: Double = 2
     private(set) var bytesPerSecond: Double = 0
     private var lastBytes: Int64?
     private var lastTime: ContinuousClock.Instant?
+    private var lastEpoch = 0
 
-    mutating func sample(bytes: Int64, at time: ContinuousClock.Instant = .now) {
-        defer {
-            lastBytes = bytes
-            lastTime = time
+    init(timeConstant: Double = 2) {
+        self.timeConstant = timeConstant
+    }
+
+    /// Notes that `bytes` were done at `time`; `epoch` changes when the count was reset.
+    mutating func sample(bytes: Int64, at time: ContinuousClock.Instant = .now, epoch: Int = 0) {
+        guard let lastBytes, let lastTime, lastEpoch == epoch, bytes >= lastBytes else {
+            // The first sample, or the count started over: only the start of an interval.
+            (self.lastBytes, self.lastTime, lastEpoch) = (bytes, time, epoch)
+            return
         }
-        guard let lastBytes, let lastTime else { return }
         let seconds = (time - lastTime).secondsValue
-        guard seconds > 0.01 else { return }
-        let instant = Double(max(0, bytes - lastBytes)) / seconds
-        bytesPerSecond = bytesPerSecond == 0 ? instant : smoothing * instant + (1 - smoothing) * bytesPerSecond
+        guard seconds > 0.05 else { return }  // (too short to say anything: the next one will)
+        let instant = Double(bytes - lastBytes) / seconds
+        if bytesPerSecond == 0 {
+            bytesPerSecond = instant
+        } else {
+            let weight = 1 - exp(-seconds / timeConstant)
+            bytesPerSecond += weight * (instant - bytesPerSecond)
+        }
+        (self.lastBytes, self.lastTime) = (bytes, time)
     }
 
     /// Forgets the history (a paused task has no speed).
     mutating func reset() {
-        self = SpeedMeter(smoothing: smoothing)
+        self = SpeedMeter(timeConstant: timeConstant)
     }
 
     func eta(remaining: Int64?) -> Duration? {

@@ -9,23 +9,32 @@ import Musl
 
 /// File-system steps, as system calls with ``DownloadError``s. Every one of them may block:
 /// callers run them off the cooperative pool (the manager's ``BlockingExecutor``).
-enum FileOperations {
-    /// The whole file, or `nil` when it cannot be read.
-    static func contents(_ path: String) -> [UInt8]? {
+package enum FileOperations {
+    /// The whole file, or `nil` when it cannot be read (at most 1 GiB).
+    ///
+    /// The package's way to read a whole file: Foundation's `FileManager.contents(atPath:)`,
+    /// `Data(contentsOf:)` and `String(contentsOfFile:)` leak a 4 KiB buffer for every empty
+    /// file they read, on Linux (swift-foundation's `readBytesFromFile`; LeakSanitizer reports
+    /// each one).
+    /// Read to its end, whatever its size says (a file of /proc says 0).
+    package static func contents(_ path: String) -> [UInt8]? {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
         var info = stat()
-        guard fstat(descriptor, &info) == 0, info.st_size >= 0, info.st_size <= 1 << 30 else { return nil }
-        var bytes = [UInt8](repeating: 0, count: Int(info.st_size))
-        var done = 0
-        while done < bytes.count {
-            let count = bytes.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + done, $0.count - done) }
+        let limit = 1 << 30
+        guard fstat(descriptor, &info) == 0, info.st_size >= 0, info.st_size <= limit else { return nil }
+        var bytes = [UInt8]()
+        bytes.reserveCapacity(Int(info.st_size))
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let count = chunk.withUnsafeMutableBytes { read(descriptor, $0.baseAddress, $0.count) }
             if count < 0, errno == EINTR { continue }
             guard count > 0 else { break }
-            done += count
+            guard bytes.count + count <= limit else { return nil }
+            bytes += chunk[..<count]
         }
-        return Array(bytes[0..<done])
+        return bytes
     }
 
     /// Creates an empty file (and its directory), truncating one that exists.

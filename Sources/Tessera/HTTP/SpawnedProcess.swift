@@ -42,6 +42,8 @@ package final class SpawnedProcess: @unchecked Sendable {
 
     /// The child's process id.
     package let pid: pid_t
+    /// Whether the child leads a process group of its own: signals go to the whole group.
+    package let leadsProcessGroup: Bool
     private let ended = Locked<Termination?>(nil)
 
     /// Starts `executable` (a path; a bare name is looked up on `PATH`) with `arguments`.
@@ -49,10 +51,13 @@ package final class SpawnedProcess: @unchecked Sendable {
     /// - Parameters:
     ///   - environment: The child's whole environment; `nil` for the parent's.
     ///   - directory: Its working directory; `nil` for the parent's.
+    ///   - newProcessGroup: Starts it in a process group of its own (its pid), as a shell starts
+    ///     a job: the signals a terminal sends its foreground group (Ctrl-C, SIGQUIT) do not reach
+    ///     it, its owner stops it (``send(_:)`` signals the whole group, what it started too).
     /// - Throws: `POSIXError` when it cannot be started (no such file, not executable …).
     package init(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil, directory: String? = nil,
-        input: Stream = .null, output: Stream = .inherit, error: Stream = .inherit
+        input: Stream = .null, output: Stream = .inherit, error: Stream = .inherit, newProcessGroup: Bool = false
     ) throws {
         let path = executable.contains("/") ? executable : (Self.find(executable) ?? executable)
         let environment = environment ?? ProcessInfo.processInfo.environment
@@ -71,11 +76,12 @@ package final class SpawnedProcess: @unchecked Sendable {
             (envp + [nil]).withUnsafeBufferPointer { envpBuffer in
                 tessera_spawn(
                     path, argvBuffer.baseAddress, envpBuffer.baseAddress, code(input), code(output), code(error), directory,
-                    &pid)
+                    newProcessGroup ? 1 : 0, &pid)
             }
         }
         guard result == 0 else { throw POSIXError(POSIXErrorCode(rawValue: result) ?? .EIO) }
         self.pid = pid
+        leadsProcessGroup = newProcessGroup
     }
 
     /// The first executable file called `name` in a directory of `PATH`.
@@ -95,9 +101,10 @@ package final class SpawnedProcess: @unchecked Sendable {
         return (ends[0], ends[1])
     }
 
-    /// Sends `signal` unless the child is already reaped.
+    /// Sends `signal` unless the child is already reaped (to its whole group when it leads one:
+    /// while the leader is not reaped, the group's id is still its own).
     package func send(_ signal: Int32) {
-        ended.withLock { ended in if ended == nil { _ = kill(pid, signal) } }
+        ended.withLock { ended in if ended == nil { _ = kill(leadsProcessGroup ? -pid : pid, signal) } }
     }
 
     /// SIGTERM.
@@ -126,12 +133,14 @@ package final class SpawnedProcess: @unchecked Sendable {
         }
     }
 
-    /// Whether the child ended within `limit` (checked every 10 ms, without blocking a thread).
+    /// Whether the child ended within `limit` (checked every 10 ms, without blocking a thread);
+    /// a cancelled caller stops waiting at once (its cancellation is not the limit reached).
     package func exited(within limit: Duration) async -> Bool {
         let deadline = ContinuousClock.now + limit
         while termination == nil {
-            guard ContinuousClock.now < deadline else { return false }
-            try? await Task.sleep(for: .milliseconds(10))
+            guard ContinuousClock.now < deadline, (try? await Task.sleep(for: .milliseconds(10))) != nil else {
+                return termination != nil
+            }
         }
         return true
     }

@@ -56,6 +56,11 @@ extension DownloadTaskManager {
         /// name, inside the entity's destination directory (the download root for the entities
         /// of `tessera get`). `nil`: the plugins' names.
         public var outputNameTemplate: OutputNameTemplate?
+        /// How a completed task's files become one: a video and its audio, or the parts of one
+        /// video, merged with ffmpeg (looked up on `PATH`) as soon as the task completes, as
+        /// `tessera get` and `tessera serve` do (see ``MergePolicy``); the task's outputs are then
+        /// the merged file. `nil` keeps every file as downloaded (their `--no-merge`).
+        public var merging: MergePolicy? = MergePolicy()
         /// Where to log.
         public var logger = Logger(label: "tessera.manager")
 

@@ -46,6 +46,8 @@ public actor DownloadTaskManager {
     private nonisolated let services: RunServices
     /// Runs whose mailboxes have something: taken in batches (one hop to the actor per batch).
     private nonisolated let inbox = EventQueue<RunTicket>()
+    /// Merges completed tasks' files (``Configuration/merging``).
+    nonisolated let merger: TaskMerger?
 
     private var scheduler: Scheduler
     private var tasks: [DownloadTaskID: ManagedTask] = [:]
@@ -101,12 +103,20 @@ public actor DownloadTaskManager {
         services = RunServices(
             engine: engine, cache: cache, executor: executor, layout: layout, configuration: configuration,
             diskGate: diskGate, claims: claims)
+        merger = if let policy = configuration.merging { TaskMerger(policy: policy, hub: hub) } else { nil }
         scheduler = Scheduler(
             limits: Scheduler.Limits(
                 tasks: configuration.maxConcurrentTasks, segments: configuration.maxConcurrentSegments,
                 segmentsPerHost: configuration.maxConcurrentSegmentsPerHost ?? configuration.maxConcurrentSegments,
                 allowsMeteredNetwork: configuration.allowsMeteredNetwork, maxNetworkWait: configuration.maxNetworkWait),
             network: configuration.networkMonitor?.currentStatus ?? .online)
+    }
+
+    /// A manager let go without ``shutdown()`` ends what waits on it: the task that applies what
+    /// runs post, and the event streams (their subscribers' loops end instead of waiting forever).
+    deinit {
+        inbox.finish()
+        hub.finish()
     }
 
     // MARK: - Operations
@@ -203,7 +213,8 @@ public actor DownloadTaskManager {
             }
             return nil
         }
-        guard let missing, let task = tasks[id], state(of: task) == .completed else { return false }
+        // (A merge that ended meanwhile replaced the outputs it removed: nothing is missing.)
+        guard let missing, let task = tasks[id], state(of: task) == .completed, task.replacement == nil else { return false }
         configuration.logger.info("a completed task's output is missing: it runs again", metadata: ["task": "\(id)", "path": "\(missing)"])
         return true
     }
@@ -219,11 +230,29 @@ public actor DownloadTaskManager {
             throw DownloadError(.invalidState, "only a completed download's outputs can be replaced (task \(id))")
         }
         var replaced = manifest.withoutReplacement
+        replaced.mergeIsPending = false
         replaced.metadata[DownloadManifest.replacedByKey] = path
         replaced.metadata[DownloadManifest.replacedBySizeKey] = String(size)
         task.setManifest(replaced, layout: layout)
         save(.update(taskRecord(task, state: .completed)))
         await writeUnsaved()
+    }
+
+    /// Marks a completed task's merge as started (or not any more), in the store when this
+    /// returns: a merge cut by a shutdown runs again at the next ``restore(resuming:)``.
+    func setMergePending(_ id: DownloadTaskID, _ pending: Bool) async {
+        guard let task = tasks[id], var manifest = task.manifest, state(of: task) == .completed, manifest.mergeIsPending != pending
+        else { return }
+        manifest.mergeIsPending = pending
+        task.setManifest(manifest, layout: layout)
+        save(.update(taskRecord(task, state: .completed)))
+        await writeUnsaved()
+    }
+
+    /// Returns when no merge runs (``Configuration/merging``): the merges of the tasks that
+    /// completed so far have ended.
+    public func finishMerging() async {
+        await merger?.waitForAll()
     }
 
     /// Queues a known task again, ahead of the others.
@@ -248,6 +277,7 @@ public actor DownloadTaskManager {
     public func remove(_ id: DownloadTaskID, deletingFiles: Bool = false) -> DownloadTaskInfo? {
         guard let task = tasks[id] else { return nil }
         let runner = task.run?.task
+        merger?.cancel(id)
         command(.remove(task.handle))
         let snapshot = info(task, state: .removed)
         tasks[id] = nil
@@ -306,10 +336,12 @@ public actor DownloadTaskManager {
     }
 
     /// Starts the entity's task (see ``start(_:)``) and returns it once it has settled (see
-    /// ``wait(for:)``): a download in one call.
+    /// ``wait(for:)``) and its files are merged (``Configuration/merging``): a download in one call.
     public func download(_ entity: DownloadBaseEntity) async throws(DownloadError) -> DownloadTaskInfo {
         let started = try await start(entity)
-        return await wait(for: started.id) ?? started
+        let settled = await wait(for: started.id) ?? started
+        await merger?.wait(for: started.id)
+        return check(started.id) ?? settled
     }
 
     private static func isSettled(_ state: DownloadTaskState) -> Bool {
@@ -412,6 +444,8 @@ public actor DownloadTaskManager {
         let runs = tasks.values.compactMap { $0.run?.task }
         for task in tasks.values { task.run?.task.cancel() }
         for run in runs { await run.value }
+        // Merges stop (ffmpeg too): their tasks stay completed with their files, the merge pending.
+        await merger?.shutdown()
         // What the runs said last (their endings, what they kept) is applied before the store's
         // last write; nothing is launched any more.
         inbox.finish()
@@ -453,6 +487,8 @@ public actor DownloadTaskManager {
             if modeChanged, !state(of: task).isRunning, state(of: task) != .waiting { task.mode = mode }
             task.lastError = nil
             apply(scheduler.handle(.start(task.handle, redo: modeChanged || redo)))
+            // A completed task started again: its files are merged if they were not.
+            if state(of: task) == .completed { merger?.consider(info(task), manager: self) }
             return info(task)
         }
         let record: EntityRecord
@@ -505,11 +541,13 @@ public actor DownloadTaskManager {
                 if to != .removed { save(.update(taskRecord(task, state: to))) }
                 if !to.isRunning { task.speed.reset() }
                 if hub.hasSubscribers { hub.emit(.taskStateChanged(info(task, state: to), previous: from)) }
+                if to == .completed { merger?.consider(info(task, state: to), manager: self) }
                 markGroupChild(task)
                 if to == .completed || to == .failed || to == .invalid || to.isInterrupted { ensureTicker() }
             case .armNetworkWait(let handle, let wait, let after):
                 own { [weak self] in
-                    try? await Task.sleep(for: after)
+                    // Cancelled (by the shutdown) is not expired: the task stays as it is.
+                    guard (try? await Task.sleep(for: after)) != nil else { return }
                     await self?.networkWaitExpired(handle, wait: wait, after: after)
                 }
             case .startProbing:
@@ -789,16 +827,17 @@ public actor DownloadTaskManager {
     func info(_ task: ManagedTask, state explicit: DownloadTaskState? = nil) -> DownloadTaskInfo {
         let state = explicit ?? self.state(of: task)
         let snapshot = task.progress?.snapshot ?? task.summary
-        let total = task.manifest == nil ? nil : snapshot.totalBytes
-        let remaining = total.map { max(0, $0 - snapshot.bytes) }
+        let (done, total, isEstimate) = task.amounts(snapshot, state: state)
+        let remaining = total.map { max(0, $0 - done) }
         return DownloadTaskInfo(
             id: task.id, title: task.manifest?.title ?? task.entity.title, groupKey: task.groupKey, state: state,
-            mode: task.mode, bytesDone: snapshot.bytes, bytesTotal: total,
-            bytesTotalIsEstimate: total != nil && snapshot.totalIsEstimate, segmentsDone: snapshot.doneSegments,
+            mode: task.mode, bytesDone: done, bytesTotal: total,
+            bytesTotalIsEstimate: isEstimate, segmentsDone: snapshot.doneSegments,
             segmentsTotal: snapshot.segmentCount, bytesPerSecond: state.isRunning ? task.speed.bytesPerSecond : 0,
             eta: state.isRunning ? task.speed.eta(remaining: remaining) : nil,
             outputs: task.outputInfos(complete: state == .completed), error: task.lastError,
-            resolveCount: task.resolveCount, weight: scheduler.weight(of: task.handle))
+            resolveCount: task.resolveCount, weight: scheduler.weight(of: task.handle),
+            outputsAreAlternatives: task.manifest?.selectsAlternatives ?? false)
     }
 
     private func taskRecord(_ task: ManagedTask, state: DownloadTaskState) -> TaskRecord {
@@ -807,7 +846,7 @@ public actor DownloadTaskManager {
             id: task.id, state: state, mode: task.mode, weight: scheduler.weight(of: task.handle),
             sequence: task.sequence, resolveCount: task.resolveCount, lastError: task.lastError.map(StoredError.init),
             manifest: task.manifest, manifestRevision: task.manifestRevision, addedAt: task.addedAt,
-            bytesDone: snapshot.bytes, segmentsDone: snapshot.doneSegments)
+            bytesDone: snapshot.bytes, segmentsDone: snapshot.doneSegments, bytesTotal: task.exactTotal(snapshot))
     }
 
     private func joinGroup(_ task: ManagedTask) {
@@ -910,8 +949,8 @@ public actor DownloadTaskManager {
             if snapshot.bytes != task.lastSampledBytes { save(.update(taskRecord(task, state: state(of: task)))) }
             task.lastSampledBytes = snapshot.bytes
             if let journal = task.journal, journal.isDirty { journals.append(journal) }
+            task.speed.sample(bytes: snapshot.bytes, at: now, epoch: snapshot.epoch)
             guard emitProgress else { continue }
-            task.speed.sample(bytes: snapshot.bytes, at: now)
             // A running child's bytes and speed change its group's tally (a few per tick: the
             // running ones, never every sibling).
             markGroupChild(task)
@@ -986,9 +1025,10 @@ public actor DownloadTaskManager {
         if let policy = configuration.diskSpace {
             let interval = policy.checkInterval
             own { [weak self] in
+                // The manager is held only while it checks, not through the sleep: one let go
+                // without shutdown() is freed (see deinit).
                 while !Task.isCancelled {
-                    guard let self else { return }
-                    await self.checkDiskSpaceNow()
+                    guard await self?.checkDiskSpaceNow() != nil else { return }
                     try? await Task.sleep(for: interval)
                 }
             }
@@ -1033,7 +1073,7 @@ public actor DownloadTaskManager {
     }
 
     private func networkWaitExpired(_ handle: TaskHandle, wait: Int, after limit: Duration) {
-        guard let task = byHandle[handle], scheduler.entry(handle)?.networkWaits == wait, state(of: task) == .interrupted(.network)
+        guard !isShutDown, let task = byHandle[handle], scheduler.entry(handle)?.networkWaits == wait, state(of: task) == .interrupted(.network)
         else { return }
         let last = task.lastError ?? DownloadError(.networkUnreachable, "the host could not be reached")
         var error = last
@@ -1158,6 +1198,7 @@ public actor DownloadTaskManager {
             if let manifest = item.task.manifest { task.setManifest(manifest, layout: layout) }
             task.summary.bytes = item.task.bytesDone
             task.summary.doneSegments = item.task.segmentsDone
+            task.knownTotal = item.task.bytesTotal
             var state = item.task.state
             switch state {
             case .waiting, .resolving, .downloading, .interrupted:
@@ -1179,6 +1220,8 @@ public actor DownloadTaskManager {
             if let manifest = task.manifest { claim(manifest, for: task) }
             apply(scheduler.handle(.restored(task.handle, sequence: task.sequence, weight: item.task.weight, state: state)))
             if hub.hasSubscribers { hub.emit(.taskAdded(info(task))) }
+            // A merge the last process did not finish.
+            if state == .completed, task.manifest?.mergeIsPending == true { merger?.consider(info(task), manager: self) }
         }
         addedOrder.sort { $0.sequence < $1.sequence }
         let epoch = scheduler.beginCommand()
@@ -1210,6 +1253,8 @@ final class ManagedTask {
     /// What the store had, before any run.
     var summary = TaskProgress.Snapshot(bytes: 0, doneSegments: 0, segmentCount: 0, knownBytes: 0, unknownSizes: 0)
     var completed = false
+    /// The last exact total seen for this manifest (see `amounts(_:state:)`).
+    var knownTotal: Int64?
     var speed = SpeedMeter()
     var lastReportedBytes: Int64 = -1
     var lastSampledBytes: Int64 = 0
@@ -1242,6 +1287,7 @@ final class ManagedTask {
     /// Keeps a manifest and what snapshots need of it.
     func setManifest(_ manifest: DownloadManifest, layout: FileLayout) {
         if self.manifest != manifest { manifestRevision += 1 }
+        if let previous = self.manifest, !previous.hasSameSegments(as: manifest) { knownTotal = nil }
         self.manifest = manifest
         outputs = manifest.outputs.filter { mode == .cacheOnly || $0.isSelected }.map { output in
             (output.name, layout.outputPath(entity: entity, output: output), output.knownSize, output.media)

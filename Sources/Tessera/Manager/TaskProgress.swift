@@ -1,3 +1,4 @@
+import Synchronization
 
 /// A task's progress, in one place: the bytes and segments done, the bytes of transfers in
 /// flight, and what is known of the total. The run writes it (the engine thread's progress
@@ -13,6 +14,10 @@ final class TaskProgress: Sendable {
         var knownBytes: Int64
         /// Segments whose size is not known yet.
         var unknownSizes: Int
+        /// Changes whenever ``bytes`` changes for another reason than bytes arriving (a run
+        /// starting from what it found on disk, bad bytes dropped): a speed is measured within
+        /// one epoch.
+        var epoch = 0
 
         /// The total, estimated from the finished segments when sizes are missing; `nil` until
         /// a tenth of the segments (and at least three) are done, and before the run has said
@@ -37,9 +42,17 @@ final class TaskProgress: Sendable {
         var knownBytes: Int64 = 0
         var unknownSizes = 0
         var inFlight: [Int: Int64] = [:]
+        var epoch = TaskProgress.newEpoch()
     }
 
     private let state = Locked(State())
+
+    /// Epochs are unique over every task's progress (a new run's count is a new epoch too).
+    private static let epochs = Atomic(0)
+
+    private static func newEpoch() -> Int {
+        epochs.add(1, ordering: .relaxed).newValue
+    }
 
     var snapshot: Snapshot {
         state.withLock { state in
@@ -47,7 +60,7 @@ final class TaskProgress: Sendable {
             for value in state.inFlight.values { bytes = bytes.saturatingAdding(value) }
             return Snapshot(
                 bytes: bytes, doneSegments: state.doneSegments, segmentCount: state.segmentCount,
-                knownBytes: state.knownBytes, unknownSizes: state.unknownSizes)
+                knownBytes: state.knownBytes, unknownSizes: state.unknownSizes, epoch: state.epoch)
         }
     }
 
@@ -56,7 +69,7 @@ final class TaskProgress: Sendable {
         state.withLock {
             $0 = State(
                 doneBytes: doneBytes, doneSegments: doneSegments, segmentCount: segmentCount, knownBytes: knownBytes,
-                unknownSizes: unknownSizes)
+                unknownSizes: unknownSizes, epoch: Self.newEpoch())
         }
     }
 
@@ -94,6 +107,7 @@ final class TaskProgress: Sendable {
         state.withLock { state in
             state.doneBytes = max(0, state.doneBytes - bytes)
             state.doneSegments = max(0, state.doneSegments - segments)
+            state.epoch = Self.newEpoch()
         }
     }
 }

@@ -352,3 +352,30 @@ public struct MediaInfo: Sendable, Codable, Hashable {
         self.quality = quality
     }
 }
+
+extension MediaInfo {
+    /// The name a track's file is saved under (without its extension): its `name` (an HLS
+    /// rendition's `NAME`, a DASH representation's id), or its `language` when the name says
+    /// no more than the track's kind and a number (`audio_3`, `audio-4`, `stream_2`, `7`, as
+    /// ffmpeg's muxers name them): `en.m4a` and `de.m4a` tell two files apart, `audio_3.m4a` and
+    /// `audio_4.m4a` do not. The caller makes the result a safe, unique file name.
+    /// A language that is not a plain tag (letters, digits and `-`, as BCP 47 writes them) is
+    /// not used.
+    public static func trackFileName(name: String, language: String?) -> String {
+        guard let language, (1...35).contains(language.utf8.count), isGenericTrackName(name),
+            language.utf8.allSatisfy({ $0 == UInt8(ascii: "-") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0) || (0x61...0x7A).contains($0) })
+        else { return name }
+        return language
+    }
+
+    /// Whether `name` is only a kind of track and a number (see ``trackFileName(name:language:)``).
+    static func isGenericTrackName(_ name: String) -> Bool {
+        let lowered = name.lowercased()
+        let word = lowered.prefix { $0.isLetter }
+        var rest = lowered.dropFirst(word.count)
+        if let first = rest.first, first == "_" || first == "-" || first == " " { rest = rest.dropFirst() }
+        let kinds: Set<Substring> = ["", "audio", "aud", "sound", "track", "stream", "video", "subtitles", "subtitle", "subs", "text"]
+        guard kinds.contains(word), rest.allSatisfy(\.isNumber) else { return false }
+        return !(word.isEmpty && rest.isEmpty)
+    }
+}

@@ -21,7 +21,8 @@ public enum MergeError: Error, Sendable, Equatable {
     case emptyOutput
     /// A file step (the concat list, the rename) failed.
     case file(DownloadError)
-    /// The task running the merge was cancelled: ffmpeg was stopped.
+    /// The task running the merge was cancelled (an interruption: Ctrl-C, a shutdown, the task
+    /// removed): ffmpeg was stopped.
     case cancelled
 
     /// One sentence naming the cause.
@@ -34,7 +35,7 @@ public enum MergeError: Error, Sendable, Equatable {
         case .ffmpegNotStarted(let why): return "ffmpeg could not be started: \(why)"
         case .emptyOutput: return "ffmpeg left no merged file"
         case .file(let error): return error.message
-        case .cancelled: return "the merge was cancelled"
+        case .cancelled: return "the merge was interrupted"
         }
     }
 }
@@ -54,7 +55,8 @@ extension MediaMerger {
     ///
     /// ffmpeg runs without a shell, its arguments an array, with standard input closed; the
     /// wait and every file step happen on a thread of their own, never on Swift's cooperative
-    /// pool. Cancelling the calling task terminates ffmpeg (``MergeError/cancelled``).
+    /// pool. ffmpeg runs in a process group of its own, so a terminal's Ctrl-C does not reach it:
+    /// cancelling the calling task terminates it (``MergeError/cancelled``).
     public func run(
         _ plan: MergePlan, ffmpeg: String, beforeRemovingInputs: (@Sendable (_ path: String, _ size: Int64) async -> Void)? = nil
     ) async throws(MergeError) -> MergeResult {
@@ -167,8 +169,9 @@ final class ChildProcess: Sendable {
     /// How long a terminated child has to exit before it is killed.
     static let killDelay: DispatchTimeInterval = .seconds(2)
 
-    /// Stops the child: SIGTERM, then SIGKILL if it has not exited after ``killDelay`` (ffmpeg
-    /// blocked in an `open` does not act on SIGTERM). No signal goes once it is reaped.
+    /// Stops the child (its process group): SIGTERM, then SIGKILL if it has not exited after
+    /// ``killDelay`` (ffmpeg blocked in an `open` does not act on SIGTERM). No signal goes once
+    /// it is reaped.
     func cancel() {
         let process = state.withLock { state -> SpawnedProcess? in
             state.cancelled = true
@@ -194,8 +197,12 @@ final class ChildProcess: Sendable {
             defer { close(errors.write) }
             guard !state.cancelled else { return .failure(.cancelled) }
             do {
+                // In a process group of its own: a Ctrl-C at the terminal reaches the program
+                // that started it, which stops it (``cancel()``) and knows it was interrupted;
+                // ffmpeg on its own would die of it and look failed.
                 let process = try SpawnedProcess(
-                    executable, arguments, input: .null, output: .null, error: .descriptor(errors.write))
+                    executable, arguments, input: .null, output: .null, error: .descriptor(errors.write),
+                    newProcessGroup: true)
                 state.process = process
                 return .success(process)
             } catch {

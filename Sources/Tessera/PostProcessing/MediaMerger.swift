@@ -1,14 +1,15 @@
 import Foundation
 
 /// Turns a finished task's files into one playable file, as yt-dlp does: a video track and its
-/// audio tracks muxed together, or the ordered parts of one video joined end to end. Nothing is
-/// re-encoded (`ffmpeg -c copy`).
+/// audio track muxed together (each track keeping its language and name), or the ordered parts
+/// of one video joined end to end. Nothing is re-encoded (`ffmpeg -c copy`).
 ///
 /// Two steps, so that the decision can be tested without ffmpeg:
 /// ``plan(for:title:)`` is a pure function from the files and their ``MediaInfo`` to a
-/// ``MergePlan`` (or `nil`: nothing to merge), and ``run(_:ffmpeg:beforeRemovingInputs:)`` carries a plan out. An
-/// application or a plugin opts in by calling them once a task has completed; the library
-/// never merges by itself.
+/// ``MergePlan`` (or `nil`: nothing to merge), and ``run(_:ffmpeg:beforeRemovingInputs:)`` carries a plan out.
+/// A ``DownloadTaskManager`` does both for every task it completes, as its
+/// ``DownloadTaskManager/Configuration/merging`` policy says (``MergePolicy``); an application
+/// that turned that off may call them itself:
 ///
 /// ```swift
 /// let merger = MediaMerger()
@@ -21,10 +22,14 @@ import Foundation
 public struct MediaMerger: Sendable {
     /// The container to write instead of the one the plan would choose (`--merge-output-format`).
     public var outputFormat: MergeOutputFormat?
+    /// Whether every audio track goes into the merged file (yt-dlp's `--audio-multistreams`);
+    /// otherwise the first one does, and the others stay files of their own.
+    public var audioMultistreams: Bool
 
     /// Creates a merger; `outputFormat` overrides the container the plan would choose.
-    public init(outputFormat: MergeOutputFormat? = nil) {
+    public init(outputFormat: MergeOutputFormat? = nil, audioMultistreams: Bool = false) {
         self.outputFormat = outputFormat
+        self.audioMultistreams = audioMultistreams
     }
 
     // MARK: - The decision
@@ -33,11 +38,13 @@ public struct MediaMerger: Sendable {
     /// not something to merge.
     ///
     /// - At least one ``MediaInfo/Kind/video`` and one ``MediaInfo/Kind/audio`` input (DASH,
-    ///   HLS with separate audio): ``MergePlan/Method/mux``, the video inputs' video streams
-    ///   and the audio inputs' audio streams in one file; other kinds (subtitles) are left
-    ///   alone. The container is MP4 when every codec the inputs name (RFC 6381, the variant's
-    ///   list included) is H.264, H.265 or AAC and both a video and an audio codec are named,
-    ///   Matroska otherwise.
+    ///   HLS with separate audio): ``MergePlan/Method/mux``, the first video input's video
+    ///   streams and the first audio input's audio streams (every audio input's with
+    ///   ``audioMultistreams``: yt-dlp's rule) in one file, each track with its language and
+    ///   name (``MergePlan/tracks``); the other inputs (more videos, subtitles) stay files of
+    ///   their own. The container is MP4 when every codec the chosen inputs name (RFC 6381, the
+    ///   variant's list included) is H.264, H.265 or AAC and both a video and an audio codec are
+    ///   named, Matroska otherwise.
     /// - Two or more ``MediaInfo/Kind/muxed`` inputs with the same ``MediaInfo`` (the parts of
     ///   one video, as playurl gives them): ``MergePlan/Method/concatenate``, in the given
     ///   order. The container is the parts' own when they share a known extension, Matroska
@@ -50,11 +57,16 @@ public struct MediaMerger: Sendable {
     public func plan(for inputs: [MergeInput], title: String?) -> MergePlan? {
         let videos = inputs.filter { $0.media?.kind == .video }
         let audios = inputs.filter { $0.media?.kind == .audio }
-        if !videos.isEmpty, !audios.isEmpty {
-            let chosen = inputs.filter { $0.media?.kind == .video || $0.media?.kind == .audio }
+        if let video = videos.first, let firstAudio = audios.first {
+            let chosenAudio = audioMultistreams ? audios : [firstAudio]
+            let chosen = inputs.filter { $0 == video || chosenAudio.contains($0) }
             let format = outputFormat ?? (Self.fitsMP4(chosen.compactMap(\.media?.codecs)) ? .mp4 : .mkv)
             let streams = chosen.map { $0.media?.kind == .video ? MergePlan.Stream.video : .audio }
-            return makePlan(.mux, inputs: chosen.map(\.path), streams: streams, format: format.fileExtension, muxer: format.muxer, title: title)
+            var plan = makePlan(.mux, inputs: chosen.map(\.path), streams: streams, format: format.fileExtension, muxer: format.muxer, title: title)
+            plan.tracks = chosen.map { input in
+                MergePlan.Track(language: input.media?.language.flatMap(LanguageCode.iso639_2), name: input.media?.identifier)
+            }
+            return plan
         }
         guard inputs.count >= 2, let first = inputs.first?.media, first.kind == .muxed,
             inputs.allSatisfy({ $0.media == first })
@@ -230,14 +242,32 @@ public struct MergePlan: Sendable, Hashable {
     public var output: String
     /// ffmpeg's muxer for the merged file (`-f`): the container.
     public var muxer: String
+    /// For ``Method/mux``: what each input's track is (one per input, or none), written into
+    /// the merged file's stream as its language and name.
+    public var tracks: [Track]
+
+    /// What a merged track keeps of its source.
+    public struct Track: Sendable, Hashable {
+        /// Its ISO 639-2 language code (`eng`, `ger`), when the manifest gives one.
+        public var language: String?
+        /// Its name (an HLS rendition's `NAME`, a DASH representation's id).
+        public var name: String?
+
+        /// Creates a track's description.
+        public init(language: String? = nil, name: String? = nil) {
+            self.language = language
+            self.name = name
+        }
+    }
 
     /// Creates a plan.
-    public init(method: Method, inputs: [String], streams: [Stream], output: String, muxer: String) {
+    public init(method: Method, inputs: [String], streams: [Stream], output: String, muxer: String, tracks: [Track] = []) {
         self.method = method
         self.inputs = inputs
         self.streams = streams
         self.output = output
         self.muxer = muxer
+        self.tracks = tracks
     }
 
     /// Where ffmpeg writes before the file is renamed to ``output``: a hidden name in the same
@@ -253,9 +283,12 @@ public struct MergePlan: Sendable, Hashable {
     }
 
     /// ffmpeg's arguments (without the program): no standard input, no banner, errors only,
-    /// `-y` for the temporary file, the inputs (or the concat list), the streams, `-c copy`,
-    /// the muxer, and ``temporaryOutput``. Every path is one argument; a relative one that
-    /// starts with `-` gets `./` in front.
+    /// `-y` for the temporary file, the inputs (or the concat list), the streams, each track's
+    /// language and name (`-metadata:s:a:N language=eng`, `title` for Matroska and
+    /// `handler_name`, which MP4 keeps), `-c copy`, the muxer, and ``temporaryOutput``. Every
+    /// path is one argument; a relative one that starts with `-` gets `./` in front. A track
+    /// file holds one stream of its kind (a rendition, a representation): the metadata of the
+    /// N-th audio input goes to the N-th audio stream.
     public var ffmpegArguments: [String] {
         var arguments = ["-nostdin", "-hide_banner", "-loglevel", "error", "-y"]
         switch method {
@@ -266,6 +299,17 @@ public struct MergePlan: Sendable, Hashable {
                 case .video: arguments += ["-map", "\(index):v"]
                 case .audio: arguments += ["-map", "\(index):a"]
                 case .all: arguments += ["-map", "\(index)"]
+                }
+            }
+            var counts: [Stream: Int] = [:]
+            for (index, stream) in streams.enumerated() where stream != .all {
+                let number = counts[stream, default: 0]
+                counts[stream] = number + 1
+                guard index < tracks.count else { continue }
+                let specifier = "-metadata:s:\(stream == .video ? "v" : "a"):\(number)"
+                if let language = tracks[index].language { arguments += [specifier, "language=\(language)"] }
+                if let name = tracks[index].name, !name.isEmpty {
+                    arguments += [specifier, "title=\(name)", specifier, "handler_name=\(name)"]
                 }
             }
         case .concatenate:

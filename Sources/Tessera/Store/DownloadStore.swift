@@ -100,15 +100,20 @@ public struct TaskRecord: Sendable, Codable, Equatable {
     public var bytesDone: Int64
     /// Segments done when written.
     public var segmentsDone: Int
+    /// The task's size in bytes once it is known exactly (from the manifest or from a response:
+    /// a plain file's size is only known once its server answered), so that a task that is not
+    /// running reports it; `nil` while unknown or only estimated.
+    public var bytesTotal: Int64?
 
     /// Creates a record.
     public init(
         id: DownloadTaskID, state: DownloadTaskState, mode: DownloadTaskMode, weight: Int, sequence: Int,
         resolveCount: Int = 0, lastError: StoredError? = nil, manifest: DownloadManifest? = nil, manifestRevision: Int = 0,
-        addedAt: Date = Date(), bytesDone: Int64 = 0, segmentsDone: Int = 0
+        addedAt: Date = Date(), bytesDone: Int64 = 0, segmentsDone: Int = 0, bytesTotal: Int64? = nil
     ) {
         self.bytesDone = bytesDone
         self.segmentsDone = segmentsDone
+        self.bytesTotal = bytesTotal
         self.id = id
         self.state = state
         self.mode = mode

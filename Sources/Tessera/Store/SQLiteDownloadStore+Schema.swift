@@ -19,6 +19,10 @@ import GRDB
 // files) and adds `bytesDone` and `segmentsDone` to `tasks`, a summary for showing tasks that
 // are not running.
 //
+// Migration "v3" adds `bytesTotal` (NULL until a task's size is known exactly): a plain file's
+// size is only known from its server's answer, and a task that is not running reports it from
+// here. Additive: a file of "v2" opens and its tasks load with no total, as before.
+//
 // The header's `application_id` marks the file as Tessera's, so a database of another
 // application is recognised even when its tables happen to have the same names.
 
@@ -81,6 +85,9 @@ extension SQLiteDownloadStore {
                     ALTER TABLE tasks ADD COLUMN bytesDone INTEGER NOT NULL DEFAULT 0;
                     ALTER TABLE tasks ADD COLUMN segmentsDone INTEGER NOT NULL DEFAULT 0;
                     """)
+        }
+        migrator.registerMigration("v3") { db in
+            try db.execute(sql: "ALTER TABLE tasks ADD COLUMN bytesTotal INTEGER")
         }
         return migrator
     }()
@@ -292,6 +299,11 @@ struct StrictRow {
         let number = try int64(column)
         guard let small = Int(exactly: number) else { throw problem(column, expected: "an integer of this platform's size") }
         return small
+    }
+
+    func optionalInt64(_ column: String) throws(Problem) -> Int64? {
+        if value(column).isNull { return nil }
+        return try int64(column)
     }
 
     func optionalInt(_ column: String) throws(Problem) -> Int? {

@@ -234,8 +234,8 @@ public final class SQLiteDownloadStore: DownloadStore {
                 INSERT INTO tasks (
                     entityType, entityKey, variantKey, sequence, title, aggregationKey, groupType,
                     destinationDirectory, entityPayload, state, interruptionReason, mode, weight, resolveCount,
-                    lastError, manifest, manifestRevision, addedAt, bytesDone, segmentsDone)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    lastError, manifest, manifestRevision, addedAt, bytesDone, segmentsDone, bytesTotal)
+                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
                 ON CONFLICT (entityType, entityKey, variantKey) DO UPDATE SET
                     sequence = excluded.sequence, title = excluded.title,
                     aggregationKey = excluded.aggregationKey, groupType = excluded.groupType,
@@ -244,7 +244,8 @@ public final class SQLiteDownloadStore: DownloadStore {
                     mode = excluded.mode, weight = excluded.weight, resolveCount = excluded.resolveCount,
                     lastError = excluded.lastError, manifest = excluded.manifest,
                     manifestRevision = excluded.manifestRevision, addedAt = excluded.addedAt,
-                    bytesDone = excluded.bytesDone, segmentsDone = excluded.segmentsDone
+                    bytesDone = excluded.bytesDone, segmentsDone = excluded.segmentsDone,
+                    bytesTotal = excluded.bytesTotal
                 """
         ).execute(
             arguments: [
@@ -253,7 +254,7 @@ public final class SQLiteDownloadStore: DownloadStore {
                 task.entity.payload, task.task.state.kind.rawValue, interruptionReason(task.task.state),
                 task.task.mode.rawValue, task.task.weight, task.task.resolveCount, lastError, manifest,
                 task.task.manifestRevision, task.task.addedAt.timeIntervalSinceReferenceDate, task.task.bytesDone,
-                task.task.segmentsDone,
+                task.task.segmentsDone, task.task.bytesTotal,
             ])
     }
 
@@ -270,11 +271,11 @@ public final class SQLiteDownloadStore: DownloadStore {
         var arguments: StatementArguments = [
             task.sequence, task.state.kind.rawValue, interruptionReason(task.state), task.mode.rawValue,
             task.weight, task.resolveCount, lastError, task.addedAt.timeIntervalSinceReferenceDate, task.bytesDone,
-            task.segmentsDone,
+            task.segmentsDone, task.bytesTotal,
         ]
         var assignments = """
             sequence = ?, state = ?, interruptionReason = ?, mode = ?, weight = ?, resolveCount = ?, \
-            lastError = ?, addedAt = ?, bytesDone = ?, segmentsDone = ?
+            lastError = ?, addedAt = ?, bytesDone = ?, segmentsDone = ?, bytesTotal = ?
             """
         if storedRevision != task.manifestRevision.databaseValue {
             let manifest = try encodeManifest(task.manifest, of: task.id, path: path)
@@ -420,7 +421,8 @@ public final class SQLiteDownloadStore: DownloadStore {
             resolveCount: try row.int("resolveCount"), lastError: lastError, manifest: manifest,
             manifestRevision: try row.int("manifestRevision"),
             addedAt: Date(timeIntervalSinceReferenceDate: try row.double("addedAt")),
-            bytesDone: try row.int64("bytesDone"), segmentsDone: try row.int("segmentsDone"))
+            bytesDone: try row.int64("bytesDone"), segmentsDone: try row.int("segmentsDone"),
+            bytesTotal: try row.optionalInt64("bytesTotal").flatMap { $0 >= 0 ? $0 : nil })
         return StoredTask(entity: entity, task: record)
     }
 

@@ -196,10 +196,12 @@ public enum DashboardAssets {
 
     function apply(e) {
       switch (e.type) {
-        case "task_added": case "task_state": case "task_progress": case "task":
-          tasks.set(e.id, Object.assign(tasks.get(e.id) || {}, e)); break;
+        // Each object is the whole task (or group): a field it leaves out (a total, an ETA, a
+        // speed no longer known) is gone, not kept from an older one.
+        case "task_added": case "task_state": case "task_progress": case "task_merge": case "task":
+          tasks.set(e.id, e); break;
         case "task_removed": tasks.delete(e.id); break;
-        case "group": groups.set(e.key, Object.assign(groups.get(e.key) || {}, e)); break;
+        case "group": groups.set(e.key, e); break;
         case "group_removed": groups.delete(e.key); break;
         case "notice": say(e.message, false); break;
       }

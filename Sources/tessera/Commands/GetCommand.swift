@@ -157,7 +157,7 @@ struct DownloadRun {
             session = try Session.open(Session.Settings(
                 downloadRoot: download.root, jobs: download.jobs, segments: download.segments,
                 connectionsPerFile: download.connectionsPerFile, network: network, state: state,
-                outputTemplate: download.template))
+                outputTemplate: download.template, merging: mode == .download ? merge?.policy : nil))
         } catch where StateLock.isBusy(error) {
             // Another tessera runs on this state directory: it takes the inputs.
             let code = try await Handoff(
@@ -226,13 +226,8 @@ struct DownloadRun {
         // shell finds the task as soon as this one has started it.
         await session.manager.flushStore()
         let runner = TaskRunner(session: session, display: display)
-        var outcome = await runner.run(ids, events: events, inputErrors: inputErrors)
-        var merges: [DownloadTaskID: MergeOutcome] = [:]
-        if let merge, !merge.noMerge, !outcome.interrupted {
-            merges = await MergeStep(format: merge.format, display: display, manager: session.manager).run(outcome.tasks)
-            if outcome.exitCode == 0, merges.values.contains(where: \.failed) { outcome.exitCode = 1 }
-        }
-        runner.summarize(outcome, merges: merges)
+        let outcome = await runner.run(ids, events: events, inputErrors: inputErrors)
+        runner.summarize(outcome)
         await session.close()
         // Thousands of finished tasks are not taken apart one by one: the process ends next.
         Session.keepUntilExit(session)

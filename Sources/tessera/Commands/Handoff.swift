@@ -31,7 +31,7 @@ struct Handoff {
         var answer: CommandMailbox.AddReply?
         let deadline = ContinuousClock.now + Self.replyTimeout
         while answer == nil, ContinuousClock.now < deadline, !interrupt.fired {
-            if let data = FileManager.default.contents(atPath: reply) {
+            if let data = FileOperations.contents(reply).map({ Data($0) }) {
                 answer = try? JSONDecoder().decode(CommandMailbox.AddReply.self, from: data)
             }
             if answer == nil { try await Task.sleep(for: .milliseconds(100)) }

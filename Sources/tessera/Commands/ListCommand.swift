@@ -83,7 +83,8 @@ struct ListCommand: AsyncParsableCommand {
             for (_, output) in working {
                 if let size = output.knownSize { total = total.map { $0 + size } } else { total = nil }
             }
-            self.total = stored.task.manifest == nil ? nil : total
+            // The store's exact total first: a plain file's size is known from its response only.
+            self.total = stored.task.bytesTotal ?? (stored.task.manifest == nil ? nil : total)
             done = stored.task.bytesDone
             if stored.task.state == .completed, let total = self.total { done = total }
         }

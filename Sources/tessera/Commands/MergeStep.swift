@@ -2,7 +2,8 @@ import ArgumentParser
 import Foundation
 import Tessera
 
-/// `get`'s merging options.
+/// The merging options of `get`, `resume` and `serve`: the library's ``MergePolicy``, which the
+/// manager applies as each task completes (the same for every front-end).
 struct MergeOptions: ParsableArguments {
     @Flag(name: .customLong("no-merge"), help: "Keep a video's tracks (DASH, HLS) or parts (playurl) as separate files instead of merging them with ffmpeg.")
     var noMerge = false
@@ -12,9 +13,19 @@ struct MergeOptions: ParsableArguments {
         help: ArgumentHelp("The container of a merged file: mp4, mkv, webm or mov (default: mp4 when the codecs fit it, else mkv; parts keep their own).", valueName: "format"))
     var mergeOutputFormat: String?
 
+    @Flag(
+        name: .customLong("audio-multistreams"),
+        help: "Merge every selected audio track into the file (yt-dlp's option); by default the first one, the others stay files of their own.")
+    var audioMultistreams = false
+
     /// `--merge-output-format`, checked.
     var format: MergeOutputFormat? {
         mergeOutputFormat.flatMap { MergeOutputFormat(rawValue: $0.lowercased()) }
+    }
+
+    /// The policy these options ask for; `nil` with `--no-merge`.
+    var policy: MergePolicy? {
+        noMerge ? nil : MergePolicy(outputFormat: format, audioMultistreams: audioMultistreams)
     }
 
     func validate() throws {
@@ -26,64 +37,68 @@ struct MergeOptions: ParsableArguments {
 }
 
 /// What merging did for one task.
-struct MergeOutcome {
+struct MergeOutcome: Sendable {
     var result: MergeResult?
     var failed: Bool
+    var interrupted = false
 }
 
-/// After a run: each completed task whose outputs are a video and its audio, or the ordered
-/// parts of one video, becomes one file (``MediaMerger``). Without ffmpeg, one warning says how
-/// to install it and the files stay as they are; a failed merge keeps them too, and says why.
-struct MergeStep {
-    var format: MergeOutputFormat?
-    var display: Display
-    var manager: DownloadTaskManager
-    var environment: [String: String] = ProcessInfo.processInfo.environment
-
-    func run(_ tasks: [DownloadTaskInfo]) async -> [DownloadTaskID: MergeOutcome] {
-        let merger = MediaMerger(outputFormat: format)
-        let plans = tasks.compactMap { info -> (DownloadTaskInfo, MergePlan)? in
-            guard info.state == .completed, info.mode == .download else { return nil }
-            let inputs = info.outputs.map { MergeInput(path: $0.path, media: $0.media) }
-            return merger.plan(for: inputs, title: info.title).map { (info, $0) }
-        }
-        guard !plans.isEmpty else { return [:] }
-        guard let ffmpeg = MediaMerger.findFFmpeg(environment: environment) else {
-            if display.mode != .quiet {
-                display.standardError(
-                    "tessera: warning: ffmpeg was not found on PATH, so \(Display.count(plans.count, "download")) stay as separate files; install it (apt-get install ffmpeg) to get one file, or pass --no-merge")
-            }
-            return [:]
-        }
+/// What the merges of a run did, from the manager's ``DownloadEvent/taskMerge(_:_:)`` events:
+/// each completed task whose outputs are a video and its audio, or the ordered parts of one
+/// video, became one file, or kept its files (ffmpeg failed, was interrupted, or is missing),
+/// and the user is told so: a failure on standard error with the option that skips merging, a
+/// missing ffmpeg in one warning at the end.
+final class MergeTracker: Sendable {
+    private struct State {
         var outcomes: [DownloadTaskID: MergeOutcome] = [:]
-        let interrupt = InterruptSignal.shared
-        for (info, plan) in plans {
+        var skipped: Set<DownloadTaskID> = []
+    }
+
+    private let state = Locked(State())
+    let display: Display
+
+    init(display: Display) {
+        self.display = display
+    }
+
+    /// Notes (and tells) a merge event; other events are ignored.
+    func record(_ event: DownloadEvent) {
+        guard case .taskMerge(let info, let status) = event else { return }
+        let title = Terminal.clean(info.title)
+        switch status {
+        case .started(let plan):
             if display.mode == .live || display.mode == .lines {
-                display.permanent("Merging \(Display.count(plan.inputs.count, "file")) of \(info.title) into \(plan.output)")
+                let name = Terminal.clean((plan.output as NSString).lastPathComponent)
+                display.permanent("Merging \(Display.count(plan.inputs.count, "file")) of \(title) into \(name)")
             }
-            do {
-                // Ctrl-C cancels the merge: ffmpeg is stopped, the files stay.
-                // The merged file stands for the task's outputs from now on, recorded before the
-                // parts go: the same command again finds the task complete instead of fetching
-                // the parts again.
-                let manager = manager, id = info.id
-                let merge: @Sendable () async throws -> MergeResult = {
-                    try await merger.run(plan, ffmpeg: ffmpeg) { path, size in
-                        try? await manager.recordReplacement(of: id, by: path, size: size)
-                    }
-                }
-                guard let result = try await interrupt.unlessInterrupted(merge) else {
-                    display.standardError("tessera: merging \(info.title) was interrupted; its files are kept")
-                    outcomes[info.id] = MergeOutcome(result: nil, failed: true)
-                    break
-                }
-                outcomes[info.id] = MergeOutcome(result: result, failed: false)
-            } catch {
-                let message = (error as? MergeError)?.message ?? describe(error)
-                display.standardError("tessera: could not merge \(info.title): \(message); its files are kept")
-                outcomes[info.id] = MergeOutcome(result: nil, failed: true)
-            }
+        case .merged(let result):
+            state.withLock { $0.outcomes[info.id] = MergeOutcome(result: result, failed: false) }
+        case .failed(let error) where error == .cancelled:
+            display.standardError("tessera: merging \(title) was interrupted; its files are kept (the same command merges them)")
+            state.withLock { $0.outcomes[info.id] = MergeOutcome(result: nil, failed: true, interrupted: true) }
+        case .failed(let error):
+            display.standardError(
+                "tessera: could not merge \(title): \(Terminal.clean(error.message)); its files are kept (--no-merge skips merging)")
+            state.withLock { $0.outcomes[info.id] = MergeOutcome(result: nil, failed: true) }
+        case .skipped:
+            state.withLock { _ = $0.skipped.insert(info.id) }
         }
-        return outcomes
+    }
+
+    /// Each task's outcome.
+    var outcomes: [DownloadTaskID: MergeOutcome] { state.withLock { $0.outcomes } }
+
+    /// Whether a merge failed (not interrupted).
+    var anyFailed: Bool { state.withLock { $0.outcomes.values.contains { $0.failed && !$0.interrupted } } }
+
+    /// Whether a merge was interrupted.
+    var anyInterrupted: Bool { state.withLock { $0.outcomes.values.contains(where: \.interrupted) } }
+
+    /// The one warning for the merges that ffmpeg's absence skipped.
+    func warnAboutSkipped() {
+        let count = state.withLock { $0.skipped.count }
+        guard count > 0, display.mode != .quiet else { return }
+        display.standardError(
+            "tessera: warning: ffmpeg was not found on PATH, so \(Display.count(count, "download")) stay as separate files; install it (apt-get install ffmpeg) to get one file, or pass --no-merge")
     }
 }

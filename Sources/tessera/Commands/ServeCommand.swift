@@ -56,6 +56,7 @@ struct ServeCommand: AsyncParsableCommand {
 
     @OptionGroup var network: NetworkOptions
     @OptionGroup var state: StateOptions
+    @OptionGroup var merge: MergeOptions
     @Flag(name: .shortAndLong, help: "More on standard error: -v what the manager and the server decide, -vv every transfer.")
     var verbose: Int
 
@@ -92,7 +93,7 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             session = try Session.open(Session.Settings(
                 downloadRoot: directory, jobs: maxConcurrentDownloads, segments: segments, connectionsPerFile: connectionsPerFile,
-                network: network, state: state))
+                network: network, state: state, merging: merge.policy))
         } catch {
             Terminal.err("tessera: \(describe(error))")
             throw ExitCode(1)

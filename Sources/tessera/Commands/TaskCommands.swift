@@ -77,6 +77,7 @@ struct ResumeCommand: AsyncParsableCommand {
     @OptionGroup var network: NetworkOptions
     @OptionGroup var state: StateOptions
     @OptionGroup var output: DisplayOptions
+    @OptionGroup var merge: MergeOptions
 
     func validate() throws {
         if keys.isEmpty && !all { throw ValidationError("name tasks to resume, or --all") }
@@ -86,7 +87,7 @@ struct ResumeCommand: AsyncParsableCommand {
         let settings = Session.Settings(
             downloadRoot: download.root, jobs: download.jobs, segments: download.segments,
             connectionsPerFile: download.connectionsPerFile, network: network, state: state,
-            outputTemplate: download.template)
+            outputTemplate: download.template, merging: merge.policy)
         guard let session = try TaskSelection.openUnlessBusy(settings) else {
             try await TaskSelection.post("resume", keys, state: state)
             return

@@ -94,7 +94,7 @@ enum CryptoFixtures {
 
     /// The contents of the file at `path`, empty when it cannot be read.
     static func fileBytes(_ path: String) -> [UInt8] {
-        FileManager.default.contents(atPath: path).map { [UInt8]($0) } ?? []
+        fileContents(path) ?? []
     }
 
     /// Resident memory of this process in bytes (VmRSS of /proc/self/status).

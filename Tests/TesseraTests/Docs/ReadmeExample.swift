@@ -75,6 +75,7 @@ final class VideoEntity: PayloadEntity<VideoPayload>, DownloadParserProtocol, @u
             }
             #expect(final?.state == .completed)
             #expect(await origin.content(at: part).verifyFile(atPath: root.file("videos/42/part-1.mp4"), size: 20000))
+            await manager.shutdown()
             await engine.shutdown()
         }
     }

@@ -50,6 +50,7 @@ struct DiskFullTests {
             #expect(start > 1_000_000 && start <= partial, "continued from the bytes on disk (\(resumed.header("Range") ?? "no Range"), partial \(partial), requests \(origin.requests(for: path).map { $0.header("Range") ?? "-" }))")
             #expect(events.all.contains { if case .notice(let notice) = $0 { return notice.kind == .diskSpaceRecovered } else { return false } })
             events.stop()
+            await manager.shutdown()
             await engine.shutdown()
         }
     }

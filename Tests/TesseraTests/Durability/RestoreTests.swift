@@ -69,6 +69,9 @@ import TesseraTesting
                 #expect(requests.last?.header("Range") == "bytes=200000-", "continued from the bytes on disk")
             }
             #expect(harness.origin.requestCount(for: "/manifests/restore.json") == 1, "the stored manifest was used")
+            await second.shutdown()
+            // What the "dead" first manager still holds goes too, now that the checks are done.
+            await first.shutdown()
         }
     }
 
@@ -87,7 +90,7 @@ import TesseraTesting
             try await first.start(broken.entity)
             #expect(await first.waitForState(done.id, .completed, timeout: .seconds(20))?.state == .completed)
             #expect(await first.waitForState(broken.id, .failed, timeout: .seconds(20))?.state == .failed)
-            await first.flushStore()
+            await first.shutdown()
 
             let requests = harness.origin.totalRequests
             let second = reopen(harness, store: store)
@@ -101,6 +104,7 @@ import TesseraTesting
             // That restoring starts nothing can only be seen by watching the origin for a while.
             #expect(await consistently(for: .milliseconds(200)) { harness.origin.totalRequests == requests },
                 "restoring starts nothing that was not running")
+            await second.shutdown()
         }
     }
 
@@ -112,12 +116,15 @@ import TesseraTesting
         try await store.apply([.insert(StoredTask(entity: record, task: TaskRecord(id: record.taskID, state: .waiting, mode: .download, weight: 0, sequence: 1)))])
         let root = TemporaryDirectory("restore-unknown")
         defer { root.cleanUp() }
-        let manager = DownloadTaskManager(configuration: .init(downloadRoot: root.path), engine: try CurlEngine(configuration: .forTests()), store: store)
+        let engine = try CurlEngine(configuration: .forTests())
+        let manager = DownloadTaskManager(configuration: .init(downloadRoot: root.path), engine: engine, store: store)
         let report = try await manager.restore()
         #expect(report.restored.isEmpty)
         #expect(report.skipped.map(\.id) == [record.taskID])
         #expect(report.skipped.first?.error.code == .noMatchingEntity)
         #expect(try await store.loadAll().count == 1, "the stored task is left alone")
+        await manager.shutdown()
+        await engine.shutdown()
     }
 
     @Test func movingTheDownloadRootKeepsTasksValid() async throws {
@@ -159,6 +166,7 @@ import TesseraTesting
                 #expect(harness.origin.requestCount(for: harness.segmentPath("moved", 0, segment, size: 300_000)) == 1)
             }
             #expect(harness.origin.requests(for: harness.segmentPath("moved", 0, 3, size: 300_000)).last?.header("Range") == "bytes=100000-")
+            await second.shutdown()
         }
     }
 }

@@ -71,7 +71,7 @@ struct SoakTests {
         var openFiles: Int
 
         static func now() -> Usage {
-            let statm = (try? String(contentsOfFile: "/proc/self/statm", encoding: .utf8)) ?? ""
+            let statm = fileText("/proc/self/statm")
             let pages = statm.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
             let files = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd"))?.count ?? 0
             return Usage(rssMB: pages * Int(sysconf(Int32(_SC_PAGESIZE))) / 1_000_000, openFiles: files)

@@ -80,7 +80,7 @@ struct NginxTLSOrigin {
 
     /// Access-log lines: connection serial, protocol, request URI.
     func log() -> [(connection: String, protocol: String, uri: String)] {
-        let text = (try? String(contentsOfFile: accessLog, encoding: .utf8)) ?? ""
+        let text = fileText(accessLog)
         return text.split(separator: "\n").compactMap { line in
             let parts = line.split(separator: " ").map(String.init)
             return parts.count == 3 ? (parts[0], parts[1], parts[2]) : nil

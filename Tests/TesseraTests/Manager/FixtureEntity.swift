@@ -9,6 +9,9 @@ struct FixtureDocument: Codable, Sendable {
         var segments: [Segment]
         var sha256: String?
         var assembly: String?
+        /// What it holds (`video`, `audio`, …) and its language, for merging.
+        var kind: String?
+        var language: String?
     }
 
     struct Segment: Codable, Sendable {
@@ -23,6 +26,8 @@ struct FixtureDocument: Codable, Sendable {
     var outputs: [Output]
     /// Seconds until the URLs expire, for the first resolve only.
     var expiresInSeconds: Double?
+    /// Whether the outputs are alternatives of one another (a selector's `all`).
+    var alternatives: Bool?
 }
 
 struct FixtureEntityPayload: Codable, Sendable {
@@ -56,9 +61,14 @@ final class FixtureEntity: PayloadEntity<FixtureEntityPayload>, DownloadParserPr
                         checksum: try segment.sha256.map { try Checksum(.sha256, hex: $0) },
                         offset: segment.offset)
                 },
-                checksum: try output.sha256.map { try Checksum(.sha256, hex: $0) })
+                checksum: try output.sha256.map { try Checksum(.sha256, hex: $0) },
+                media: output.kind.flatMap(MediaInfo.Kind.init(rawValue:)).map {
+                    MediaInfo(kind: $0, identifier: (output.name as NSString).deletingPathExtension, language: output.language)
+                })
         }
         let expiry = context.attempt == 1 ? document.expiresInSeconds.map { Date().addingTimeInterval($0) } : nil
-        return DownloadManifest(title: document.title, outputs: outputs, expiresAt: expiry, sourceURL: source.url)
+        var manifest = DownloadManifest(title: document.title, outputs: outputs, expiresAt: expiry, sourceURL: source.url)
+        manifest.selectsAlternatives = document.alternatives ?? false
+        return manifest
     }
 }

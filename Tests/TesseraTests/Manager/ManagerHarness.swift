@@ -48,7 +48,8 @@ struct ManagerHarness {
 
     func tearDown() async {
         log.stop()
-        await manager.stopAll()
+        // Whatever the manager started ends (runs, timers, merges), and its streams.
+        await manager.shutdown()
         await engine.shutdown()
         root.cleanUp()
     }

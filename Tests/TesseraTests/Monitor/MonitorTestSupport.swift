@@ -53,7 +53,7 @@ enum MonitorTestSupport {
         guard let target = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/fd/\(fd)") else {
             return nil
         }
-        let info = (try? String(contentsOfFile: "/proc/self/fdinfo/\(fd)", encoding: .utf8)) ?? ""
+        let info = fileText("/proc/self/fdinfo/\(fd)")
         let id = info.split(separator: "\n").first { $0.hasPrefix("eventfd-id:") } ?? ""
         return target + " " + id.filter { !$0.isWhitespace }
     }

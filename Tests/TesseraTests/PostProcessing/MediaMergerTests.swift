@@ -1,6 +1,6 @@
 import Foundation
 import Testing
-import Tessera
+@testable import Tessera
 import TesseraTesting
 
 /// The merge decision as a value: which files, which container, which ffmpeg arguments. No
@@ -20,6 +20,8 @@ import TesseraTesting
         #expect(plan.ffmpegArguments == [
             "-nostdin", "-hide_banner", "-loglevel", "error", "-y",
             "-i", "/d/stream/v720.mp4", "-i", "/d/stream/a128.m4a", "-map", "0:v", "-map", "1:a",
+            "-metadata:s:v:0", "title=v720", "-metadata:s:v:0", "handler_name=v720",
+            "-metadata:s:a:0", "title=a128", "-metadata:s:a:0", "handler_name=a128",
             "-c", "copy", "-f", "mp4", "/d/stream/.My show.mp4.merging",
         ])
         #expect(plan.temporaryOutput.hasPrefix("/d/stream/."))
@@ -61,13 +63,76 @@ import TesseraTesting
     }
 
     @Test func subtitlesAndSeveralAudioTracks() throws {
-        let plan = try #require(MediaMerger().plan(
-            for: [
-                MergeInput(path: "/d/v.mp4", media: Self.video), MergeInput(path: "/d/en.m4a", media: Self.audio),
-                MergeInput(path: "/d/en.vtt", media: MediaInfo(kind: .subtitles)), MergeInput(path: "/d/de.m4a", media: Self.audio),
-            ], title: "x"))
+        let english = MediaInfo(kind: .audio, identifier: "English", codecs: "mp4a.40.2", language: "en")
+        let german = MediaInfo(kind: .audio, identifier: "audio_4", codecs: "mp4a.40.2", language: "de-DE")
+        let inputs = [
+            MergeInput(path: "/d/v.mp4", media: Self.video), MergeInput(path: "/d/en.m4a", media: english),
+            MergeInput(path: "/d/en.vtt", media: MediaInfo(kind: .subtitles)), MergeInput(path: "/d/de.m4a", media: german),
+        ]
+        // As yt-dlp without --audio-multistreams: the video and the first audio; the rest stays.
+        let one = try #require(MediaMerger().plan(for: inputs, title: "x"))
+        #expect(one.inputs == ["/d/v.mp4", "/d/en.m4a"], "subtitles and a second audio stay files of their own")
+        #expect(one.streams == [.video, .audio])
+        // Asked for: every audio track, each with its language (ISO 639-2) and name.
+        let plan = try #require(MediaMerger(audioMultistreams: true).plan(for: inputs, title: "x"))
         #expect(plan.inputs == ["/d/v.mp4", "/d/en.m4a", "/d/de.m4a"], "subtitles stay a file of their own")
         #expect(plan.streams == [.video, .audio, .audio])
+        #expect(plan.tracks == [.init(name: "v720"), .init(language: "eng", name: "English"), .init(language: "ger", name: "audio_4")])
+        let arguments = plan.ffmpegArguments
+        for (specifier, value) in [
+            ("-metadata:s:a:0", "language=eng"), ("-metadata:s:a:0", "title=English"), ("-metadata:s:a:0", "handler_name=English"),
+            ("-metadata:s:a:1", "language=ger"), ("-metadata:s:a:1", "title=audio_4"),
+        ] {
+            #expect(zip(arguments, arguments.dropFirst()).contains { $0 == (specifier, value) }, "\(specifier) \(value)")
+        }
+        #expect(!arguments.contains("-metadata:s:a:2"))
+    }
+
+    /// The same outputs selected as alternatives (`-f all`): nothing to merge, whatever they are.
+    @Test func alternativesAreNeverMerged() throws {
+        let outputs = [
+            DownloadTaskInfo.OutputInfo(name: "s/720p.ts", path: "/d/s/720p.ts", expectedSize: nil, isComplete: true, media: Self.video),
+            DownloadTaskInfo.OutputInfo(name: "s/360p.ts", path: "/d/s/360p.ts", expectedSize: nil, isComplete: true, media: Self.video),
+            DownloadTaskInfo.OutputInfo(name: "s/en.aac", path: "/d/s/en.aac", expectedSize: nil, isComplete: true, media: Self.audio),
+        ]
+        var task = DownloadTaskInfo(
+            id: DownloadTaskID(entityType: "hls", entityKey: "https://x/s.m3u8", variantKey: "best"), title: "s", groupKey: nil,
+            state: .completed, mode: .download, bytesDone: 1, bytesTotal: 1, segmentsDone: 1, segmentsTotal: 1, bytesPerSecond: 0,
+            eta: nil, outputs: outputs, error: nil, resolveCount: 1, weight: 0)
+        let policy = MergePolicy()
+        #expect(policy.plan(for: task)?.inputs == ["/d/s/720p.ts", "/d/s/en.aac"], "one video (the first) with its audio")
+        task.outputsAreAlternatives = true
+        #expect(policy.plan(for: task) == nil)
+        task.outputsAreAlternatives = false
+        task.state = .paused
+        #expect(policy.plan(for: task) == nil, "only a completed task")
+        task.state = .completed
+        task.mode = .cacheOnly
+        #expect(policy.plan(for: task) == nil, "only a download")
+    }
+
+    @Test func languageTagsBecomeTheCodesContainersStore() {
+        #expect(LanguageCode.iso639_2("en") == "eng")
+        #expect(LanguageCode.iso639_2("de") == "ger")
+        #expect(LanguageCode.iso639_2("de-AT") == "ger")
+        #expect(LanguageCode.iso639_2("zh-Hans-CN") == "chi")
+        #expect(LanguageCode.iso639_2("deu") == "ger", "the bibliographic form")
+        #expect(LanguageCode.iso639_2("FRA") == "fre")
+        #expect(LanguageCode.iso639_2("spa") == "spa")
+        for none in ["", "und", "zxx", "qaa", "x-klingon", "e", "english", "12", "en\u{0}"] {
+            #expect(LanguageCode.iso639_2(none) == nil, "\(none)")
+        }
+    }
+
+    @Test func aTrackWhoseNameIsOnlyItsKindIsNamedByItsLanguage() {
+        #expect(MediaInfo.trackFileName(name: "audio_3", language: "en") == "en")
+        #expect(MediaInfo.trackFileName(name: "audio-4", language: "de") == "de")
+        #expect(MediaInfo.trackFileName(name: "7", language: "fr") == "fr")
+        #expect(MediaInfo.trackFileName(name: "audio", language: "pt-BR") == "pt-BR")
+        #expect(MediaInfo.trackFileName(name: "English", language: "en") == "English")
+        #expect(MediaInfo.trackFileName(name: "a128", language: "en") == "a128")
+        #expect(MediaInfo.trackFileName(name: "audio_3", language: nil) == "audio_3")
+        #expect(MediaInfo.trackFileName(name: "audio_3", language: "../x") == "audio_3", "only a plain tag names a file")
     }
 
     @Test func nothingToMerge() {

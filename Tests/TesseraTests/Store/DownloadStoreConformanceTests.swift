@@ -153,7 +153,8 @@ enum StoreSamples {
         let record = TaskRecord(
             id: id, state: .interrupted(.diskSpace), mode: .cacheOnly, weight: -42, sequence: sequence, resolveCount: 3,
             lastError: error, manifest: try richManifest(), manifestRevision: 5,
-            addedAt: Date(timeIntervalSinceReferenceDate: 765_432_109.987654), bytesDone: 5_000_000_123, segmentsDone: 17)
+            addedAt: Date(timeIntervalSinceReferenceDate: 765_432_109.987654), bytesDone: 5_000_000_123, segmentsDone: 17,
+            bytesTotal: 9_000_000_777)
         return StoredTask(entity: entity, task: record)
     }
 
