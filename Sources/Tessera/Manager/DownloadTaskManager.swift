@@ -577,7 +577,7 @@ public actor DownloadTaskManager {
         let inbox = self.inbox
         let mailbox = RunMailbox(ticket: ticket) { inbox.post($0) }
         let events = EventQueue<RunEvent>()
-        let progress = TaskProgress()
+        let progress = TaskProgress(startingAt: task.progress?.snapshot ?? task.summary)
         let start = RunStart(
             manifest: task.manifest, resolveCount: task.resolveCount, isFresh: task.manifest == nil,
             waitsForDeletion: deletions[id] != nil)

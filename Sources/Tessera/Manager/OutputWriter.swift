@@ -144,6 +144,9 @@ final class OutputWriter: Sendable {
                 if let length = record.size, record.ranges.contains(0..<length) {
                     state.done[0] = true
                     bytes = length
+                } else if state.journaled {
+                    // Stopped half-way: what is resumed counts as done from the start.
+                    bytes = record.resumableRanges.count
                 }
             case .separate, .cacheOnly:
                 break

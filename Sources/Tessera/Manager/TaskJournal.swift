@@ -42,6 +42,24 @@ final class TaskJournal: Sendable {
         var partials: [Int: ResourceValidator] = [:]
         /// Segment sizes learned from responses (for outputs whose manifest gives none).
         var sizes: [Int: Int64] = [:]
+
+        /// Whether a single file's bytes may be resumed with ranges: they belong to a version a
+        /// range can name (a strong `ETag` or `Last-Modified`).
+        var rangesAllowed: Bool {
+            validator.map { $0.hasStrongETag || $0.lastModifiedIsStrong } ?? false
+        }
+
+        /// The bytes of a single file a run resumes from (and counts as done): its ranges within
+        /// its size, or, of a body of unannounced length, the first bytes only (asked for with an
+        /// open range); none when ranges may not be asked for.
+        var resumableRanges: ByteRanges {
+            guard rangesAllowed else { return ByteRanges() }
+            if let size { return ranges.clamped(to: 0..<max(0, size)) }
+            var prefix = ByteRanges()
+            let count = ranges.contiguousCount(from: 0)
+            if count > 0 { prefix.insert(0..<count) }
+            return prefix
+        }
     }
 
     private struct State {

@@ -45,7 +45,22 @@ final class TaskProgress: Sendable {
         var epoch = TaskProgress.newEpoch()
     }
 
-    private let state = Locked(State())
+    private let state: Locked<State>
+
+    /// A run's progress, reading `last` (the task's last reading) until the run says what it
+    /// found on disk (``reset(doneBytes:doneSegments:segmentCount:knownBytes:unknownSizes:)``):
+    /// a task resuming does not show zero bytes while it starts.
+    init(startingAt last: Snapshot? = nil) {
+        var initial = State()
+        if let last {
+            initial.doneBytes = max(0, last.bytes)
+            initial.doneSegments = max(0, last.doneSegments)
+            initial.segmentCount = max(0, last.segmentCount)
+            initial.knownBytes = max(0, last.knownBytes)
+            initial.unknownSizes = max(0, last.unknownSizes)
+        }
+        state = Locked(initial)
+    }
 
     /// Epochs are unique over every task's progress (a new run's count is a new epoch too).
     private static let epochs = Atomic(0)

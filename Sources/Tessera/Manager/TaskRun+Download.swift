@@ -98,19 +98,11 @@ struct DownloadLoop {
             case .single:
                 var state = SingleOutputState()
                 state.chunk = chunkUnderRateLimit(roundTrip: nil)
-                let record = writer.journal.output(index)
-                let (length, validator) = writer.resource
                 if writer.isJournaled {
-                    if let length {
-                        state.done = record.ranges.clamped(to: 0..<length)
-                    } else {
-                        // Unannounced length: what follows the first bytes on disk is asked for.
-                        let prefix = record.ranges.contiguousCount(from: 0)
-                        state.done = ByteRanges()
-                        if prefix > 0 { state.done.insert(0..<prefix) }
-                    }
-                    state.rangesAllowed = validator.map { $0.hasStrongETag || $0.lastModifiedIsStrong } ?? false
-                    if !state.rangesAllowed { state.done = ByteRanges() }
+                    // (What the writer counted as done when it was restored.)
+                    let record = writer.journal.output(index)
+                    state.done = record.resumableRanges
+                    state.rangesAllowed = record.rangesAllowed
                 }
                 singles[index] = state
                 if !writer.isDone(0) {

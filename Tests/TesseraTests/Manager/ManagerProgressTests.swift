@@ -50,6 +50,44 @@ import TesseraTesting
         }
     }
 
+    /// A large file split over several connections, paused half-way and resumed: the bytes it
+    /// kept count as done from the moment it resumes (they counted nothing once, and the file
+    /// ended "completed" with 37.9 MB of 40 counted).
+    @Test func aResumedSplitFileCountsTheBytesItKept() async throws {
+        try await withManager(configure: {
+            $0.progressInterval = .milliseconds(100)
+            $0.splitting = SplitPolicy(minimumSize: 4_000_000, pieceSize: 1_000_000, maxConnections: 4)
+        }) { harness in
+            let size: Int64 = 16_000_000
+            let path = "/bytes/\(size)/split-resumed.bin"
+            harness.origin.inject(.throttle(bytesPerSecond: 1_000_000), at: path)
+            let entity = DirectEntity(url: harness.origin.url(path))
+            try await harness.manager.start(entity)
+            _ = await harness.manager.waitFor(entity.taskID, timeout: .seconds(30)) { $0.bytesDone >= 3_000_000 }
+            #expect(Set(harness.origin.requests(for: path).map(\.connection)).count > 1, "split")
+            _ = await harness.manager.stop(entity.taskID)
+            let paused = try #require(await harness.waitForState(entity.taskID, .paused))
+            #expect(paused.bytesDone >= 3_000_000)
+            try await harness.manager.resume(entity.taskID)
+            // From the resume to the end, the count never goes below what was kept (it did: the
+            // run started counting from zero once it had looked at its journal).
+            var lowest = Int64.max
+            let finished = await eventually(within: .seconds(60)) {
+                guard let info = await harness.manager.check(entity.taskID) else { return false }
+                if info.state == .completed { return true }
+                if info.state == .downloading || info.state == .resolving { lowest = min(lowest, info.bytesDone) }
+                return false
+            }
+            #expect(finished)
+            #expect(lowest >= paused.bytesDone, "lowest \(lowest) after the resume, paused at \(paused.bytesDone)")
+            let done = try #require(await harness.manager.check(entity.taskID))
+            #expect(done.bytesDone == size)
+            #expect(await harness.origin.content(at: path).verifyFile(atPath: harness.root.file("split-resumed.bin"), size: size))
+            // Nothing was asked for twice but what was in flight at the pause.
+            #expect(harness.origin.bytesServed(for: path) <= size + 4 * 1_000_000)
+        }
+    }
+
     /// A group of two tasks of known size, both running: the group's roll-up has a speed and an
     /// ETA soon after they start, as each task has.
     @Test func aGroupOfRunningTasksHasASpeedAndAnETA() async throws {
