@@ -63,12 +63,14 @@ public struct HLSSegments: RandomAccessCollection, Sendable, Hashable {
     /// the #EXT-X-GAP segments left out before it).
     public func isDiscontinuity(at index: Int) -> Bool { discontinuities.contains(index) || skipped[index]?.discontinuity == true }
 
-    /// The discontinuity sequence number of every segment: `base` for the first
-    /// (`#EXT-X-DISCONTINUITY-SEQUENCE`, RFC 8216 §4.3.3.3), one more after each discontinuity.
+    /// The discontinuity sequence number of every segment: `base` (`#EXT-X-DISCONTINUITY-SEQUENCE`)
+    /// plus the discontinuity tags up to it, its own included: a server increments the tag's
+    /// value when it removes a segment with a discontinuity (RFC 8216 §6.2.2), so a segment keeps
+    /// its number from one reload to the next (as hls.js counts them).
     func discontinuityNumbers(startingAt base: UInt64) -> [UInt64] {
         var number = base
         return indices.map { index in
-            if index > 0, isDiscontinuity(at: index) { number &+= 1 }
+            if isDiscontinuity(at: index) { number &+= 1 }
             return number
         }
     }

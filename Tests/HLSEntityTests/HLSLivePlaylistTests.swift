@@ -59,8 +59,9 @@ import Testing
             """)
         #expect(playlist.discontinuitySequence == 7)
         let window = playlist.liveWindow()
-        // The first segment's number is the tag's (its discontinuity is with a segment gone).
-        #expect(window.segments.map(\.discontinuitySequence) == [7, 7, 8, 8])
+        // Tags counted from the tag's value, the first segment's own included: once the server
+        // removes it, the value is 8 and the next segment keeps its number.
+        #expect(window.segments.map(\.discontinuitySequence) == [8, 8, 9, 9])
         #expect(window.segments.map(\.isDiscontinuity) == [true, false, true, false])
         expectDownloadError(.manifestInvalid, "#EXT-X-DISCONTINUITY-SEQUENCE must come before the first segment") {
             _ = try media("#EXTM3U\n#EXTINF:2,\na.ts\n#EXT-X-DISCONTINUITY-SEQUENCE:3\n#EXTINF:2,\nb.ts\n")
@@ -139,7 +140,7 @@ import Testing
             """)
         let segments = playlist.liveWindow().segments
         #expect(segments.map(\.key.position) == [1, 3])
-        #expect(segments[1].isDiscontinuity && segments[1].discontinuitySequence == 1)
+        #expect(segments[1].isDiscontinuity && segments[1].discontinuitySequence == 1 && segments[0].discontinuitySequence == 0)
         #expect(segments[1].programDateTime == ISO8601Time.date(from: "2024-05-01T10:00:04Z"))
         // Only gaps for now: still a live playlist.
         let onlyGaps = try media("#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXT-X-GAP\n#EXTINF:2,\na.ts\n")

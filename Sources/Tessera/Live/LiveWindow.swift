@@ -42,7 +42,8 @@ public struct LiveSegment: Sendable, Hashable {
     /// Whether a discontinuity (`#EXT-X-DISCONTINUITY`, a new DASH period) comes before it.
     public var isDiscontinuity: Bool
     /// Its discontinuity sequence number (`#EXT-X-DISCONTINUITY-SEQUENCE` plus the
-    /// discontinuities before it in the playlist), when the manifest numbers them.
+    /// discontinuity tags up to it in the playlist, its own included), when the manifest
+    /// numbers them.
     public var discontinuitySequence: Int64?
     /// The wall-clock time of its first sample (`#EXT-X-PROGRAM-DATE-TIME`), when given.
     public var programDateTime: Date?
