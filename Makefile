@@ -78,9 +78,10 @@ demo: deps
 
 # Two phases: everything in parallel, then the wall-clock measurements (suites named
 # ...TimingTests) one at a time, so neither the first phase nor each other can disturb them.
-# Run one at a time, after the rest: the wall-clock suites, and those that start processes
-# (ffmpeg, the crash helper, the fuzz replay) with Foundation's Process.
-SERIAL_SUITES := TimingTests|MediaMergerFFmpegTests|CLIMergeTests|CrashMatrixTests|FuzzCorpusTests
+# Run one at a time, after the rest: the wall-clock suites, those that start processes
+# (ffmpeg, the crash helper, the fuzz replay) with Foundation's Process, and the live recordings
+# (a stream published on a clock, recorded against it).
+SERIAL_SUITES := TimingTests|MediaMergerFFmpegTests|CLIMergeTests|CrashMatrixTests|FuzzCorpusTests|LiveRecordingTests|CLILiveTests
 test: deps
 	$(call ensure_packages,$(TEST_PACKAGES))
 	$(SWIFT) build --build-tests

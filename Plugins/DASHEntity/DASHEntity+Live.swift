@@ -92,10 +92,11 @@ struct DASHLiveSource: LiveSource {
     /// How often an MPD without `minimumUpdatePeriod` is fetched anyway (it may turn static).
     static let defaultRefetch = 60.0
 
-    mutating func reload(at now: Date, from hints: [Int: LiveSegmentKey], in context: ResolveContext) async throws(DownloadError)
+    mutating func reload(from hints: [Int: LiveSegmentKey], clock: any LiveClock, in context: ResolveContext) async throws(DownloadError)
         -> [Int: LiveWindow]
     {
-        if needsFetch(at: now) {
+        if needsFetch(at: clock.now()) {
+            let fetchStarted = clock.now()
             do {
                 let (document, source) = try await context.fetchXML(url)
                 let fresh = try MPDReader(document: document, url: source.url).read()
@@ -104,9 +105,9 @@ struct DASHLiveSource: LiveSource {
                 } else {
                     mpd = fresh
                 }
-                fetchedAt = now
+                fetchedAt = fetchStarted
                 if offset == nil, let mpd, mpd.isDynamic {
-                    let measured = await Self.clockOffset(mpd.utcTimings, localNow: now, context: context)
+                    let measured = await Self.clockOffset(mpd.utcTimings, clock: clock, context: context)
                     offset = measured?.offset ?? 0
                     margin = 0.25 + (measured?.uncertainty ?? 0)
                 }
@@ -119,7 +120,7 @@ struct DASHLiveSource: LiveSource {
         guard let mpd else { throw DownloadError(.manifestInvalid, "the MPD could not be read", url: url.absoluteString) }
         let view = DASHLiveView(mpd: mpd)
         let offset = offset ?? 0
-        let mpdNow = now.addingTimeInterval(offset - margin)
+        let mpdNow = clock.now().addingTimeInterval(offset - margin)
         var windows: [Int: LiveWindow] = [:]
         for (index, track) in tracks {
             var window = try view.window(for: track, now: mpdNow, after: hints[index], offset: offset - margin)
@@ -140,16 +141,19 @@ struct DASHLiveSource: LiveSource {
         return now >= fetchedAt.addingTimeInterval(interval)
     }
 
-    /// The MPD's clock minus `localNow`, from the first `UTCTiming` that answers, and how far
-    /// off the answer may be (seconds).
-    static func clockOffset(_ timings: [MPDUTCTiming], localNow: Date, context: ResolveContext) async -> (offset: Double, uncertainty: Double)? {
+    /// The MPD's clock minus `clock`, from the first `UTCTiming` that answers (against the
+    /// middle of the request on `clock`), and how far off the answer may be (seconds).
+    static func clockOffset(_ timings: [MPDUTCTiming], clock: any LiveClock, context: ResolveContext) async -> (offset: Double, uncertainty: Double)? {
         for timing in timings {
+            let before = clock.now()
+            func middle() -> Date { before.addingTimeInterval(clock.now().timeIntervalSince(before) / 2) }
             let scheme = timing.scheme.lowercased()
             let kind = scheme.split(separator: ":").dropFirst(4).first.map(String.init) ?? ""
             guard scheme.hasPrefix("urn:mpeg:dash:utc:") else { continue }
             switch kind {
             case "direct":
-                if let date = ISO8601Time.date(from: timing.value) { return (date.timeIntervalSince(localNow), 0) }
+                // The MPD's own time when it was fetched (a little before `before`).
+                if let date = ISO8601Time.date(from: timing.value) { return (date.timeIntervalSince(before), 0) }
             case "http-iso", "http-xsdate", "http-head":
                 for text in timing.value.split(whereSeparator: \.isWhitespace) {
                     guard let url = URL(string: String(text)), (try? URLSafety.check(url, context: "a UTCTiming URL")) != nil else { continue }
@@ -157,12 +161,12 @@ struct DASHLiveSource: LiveSource {
                         guard let probe = try? await context.probe(url), let header = probe.headers["Date"],
                             let seconds = HTTPDate.parse(header)
                         else { continue }
-                        return (Double(seconds) - localNow.timeIntervalSince1970, 1)
+                        return (Double(seconds) + 0.5 - middle().timeIntervalSince1970, 1)
                     }
                     guard let document = try? await context.fetch(url),
                         let date = ISO8601Time.date(from: document.text.trimmingCharacters(in: .whitespacesAndNewlines))
                     else { continue }
-                    return (date.timeIntervalSince(localNow), 0)
+                    return (date.timeIntervalSince(middle()), 0)
                 }
             default:
                 continue

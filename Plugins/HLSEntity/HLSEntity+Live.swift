@@ -22,7 +22,7 @@ extension HLSEntity {
 struct HLSLiveSource: LiveSource {
     let playlists: [Int: URL]
 
-    mutating func reload(at now: Date, from: [Int: LiveSegmentKey], in context: ResolveContext) async throws(DownloadError)
+    mutating func reload(from: [Int: LiveSegmentKey], clock: any LiveClock, in context: ResolveContext) async throws(DownloadError)
         -> [Int: LiveWindow]
     {
         let results = await withTaskGroup(of: (Int, Result<LiveWindow, DownloadError>).self) { group in

@@ -209,7 +209,7 @@ import Testing
             #expect(manifest.metadata["hls.mediaPlaylist.\(selected)"] == harness.origin.url(fixture.bestVariantPath).absoluteString)
             // Its source reloads the selected playlists: the window, keyed by media sequence.
             var source = try entity.liveSource(for: manifest, in: ResolveContext(engine: harness.engine))
-            let windows = try await source.reload(at: Date(), from: [:], in: ResolveContext(engine: harness.engine))
+            let windows = try await source.reload(from: [:], clock: SystemLiveClock(), in: ResolveContext(engine: harness.engine))
             #expect(windows[selected]?.segments.map(\.key.position) == [100, 101])
             #expect(harness.origin.requestCount(for: "/hls/fixture/v720/seg-100.m4s") == 0)
         }

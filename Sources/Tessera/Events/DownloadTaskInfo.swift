@@ -36,6 +36,13 @@ public struct DownloadTaskInfo: Sendable, Equatable {
     public var resolveCount: Int
     /// Scheduling weight: higher runs first.
     public var weight: Int
+    /// For a live stream (``DownloadManifest/live``): how its recording stands. Its
+    /// ``bytesTotal`` is `nil` (the stream grows) and its state `downloading` while it records:
+    /// ``isRecording`` tells the two apart.
+    public var live: LiveRecordingInfo? = nil
+
+    /// Whether the task is recording a live stream now.
+    public var isRecording: Bool { state.isRunning && live?.isRecording == true }
 
     /// Done over total, when the total is known.
     public var fractionDone: Double? {

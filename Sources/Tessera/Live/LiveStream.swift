@@ -44,11 +44,12 @@ public protocol LiveStreamParser: DownloadParserProtocol {
 /// not be fetched yet, computes what the clock makes available) and returns the window of every
 /// selected output.
 public protocol LiveSource: Sendable {
-    /// The windows at `now` (the recorder's clock), by output index; `from` gives, per output,
-    /// the key of the last segment dealt with, so a plugin that builds segments from a template
-    /// need not build the ones before it (a window may then start with the oldest segment
-    /// offered and continue after the key).
-    mutating func reload(at now: Date, from: [Int: LiveSegmentKey], in context: ResolveContext) async throws(DownloadError)
+    /// The windows now, by output index. `from` gives, per output, the key of the last segment
+    /// dealt with, so a plugin that builds segments from a template need not build the ones
+    /// before it (a window then starts after that key, or at the oldest segment still offered).
+    /// `clock` is the recorder's: what it reads is when (a plugin that measures a server's clock
+    /// against it reads it around the request).
+    mutating func reload(from: [Int: LiveSegmentKey], clock: any LiveClock, in context: ResolveContext) async throws(DownloadError)
         -> [Int: LiveWindow]
 }
 

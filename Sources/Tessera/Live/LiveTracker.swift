@@ -16,8 +16,10 @@ import Foundation
 /// - **Gaps.** When the first new segment of a reload does not follow the last one dealt with
 ///   (the window slid past segments before they were fetched), a gap is reported with its length:
 ///   measured on the presentation timeline when both ends have a start (DASH), counted in media
-///   sequence numbers otherwise (HLS, `#EXT-X-GAP` segments included). A segment that cannot be
-///   fetched (gone with 404/410, or its retries spent) is a gap of its own duration.
+///   sequence numbers otherwise (HLS, `#EXT-X-GAP` segments included). Segments chosen earlier
+///   that a reload no longer offers are not asked for: they are part of that gap. A segment that
+///   cannot be fetched (gone with 404/410, or its retries spent) is a gap of its own duration.
+///   Gaps that follow one another are one gap.
 /// - **Resets.** A playlist whose numbers went back (an encoder restart) starts a new epoch:
 ///   its segments are taken unless their URL was recorded recently (a reset that renumbers the
 ///   same segments records nothing twice).
@@ -100,6 +102,13 @@ public struct LiveTracker: Sendable {
     private var lastNewSegmentAt: Date?
     private var availableAfterQueue = 0
     private var pendingGaps: [LiveGap] = []
+    /// Whether the last segment dealt with was lost (a gap that follows extends it).
+    private var tailLost = false
+    /// The last gap, until a segment is recorded: a segment lost at either of its ends is the
+    /// same gap.
+    private var lastGap: LiveGap?
+    /// The target duration the join point is measured in, when several outputs join together.
+    private var joinTargetDuration: Double?
     /// The URLs of recently recorded segments (a reset that renumbers them is not recorded twice).
     private var recentURLs: [URL] = []
     private static let recentLimit = 64
@@ -135,6 +144,12 @@ public struct LiveTracker: Sendable {
 
     /// The target duration the last reload gave.
     public var currentTargetDuration: Double { targetDuration }
+
+    /// Measures the join point in `targetDuration` (the longest of the outputs that join together,
+    /// so a video and its audio start at the same moment) instead of this window's own.
+    public mutating func alignJoin(targetDuration: Double) {
+        joinTargetDuration = targetDuration
+    }
 
     // MARK: - Decisions
 
@@ -240,6 +255,10 @@ public struct LiveTracker: Sendable {
         tail = Mark(key: segment.key, start: segment.start, duration: segment.duration, epoch: epoch)
         recordedSeconds += max(0, segment.duration)
         recordedSegments += 1
+        tailLost = false
+        // A segment recorded past the last gap ends it (one recorded before it, in flight when
+        // the gap was seen, does not).
+        if let gap = lastGap, gap.before.map({ segment.key >= $0 }) ?? true { lastGap = nil }
         if let url = segment.segment.urls.first {
             recentURLs.append(url)
             if recentURLs.count > Self.recentLimit { recentURLs.removeFirst(recentURLs.count - Self.recentLimit) }
@@ -251,8 +270,11 @@ public struct LiveTracker: Sendable {
     public mutating func lost(_ segment: LiveSegment, at now: Date) {
         guard inFlight?.key == segment.key else { return }
         inFlight = nil
-        noteGap(LiveGap(after: tail?.key, before: queue.first?.key, segments: 1, seconds: max(0, segment.duration)))
+        noteGap(
+            LiveGap(after: tail?.key, before: queue.first?.key, segments: 1, seconds: max(0, segment.duration)),
+            continuing: lastGap.map { $0.after == segment.key || $0.before == segment.key } ?? false)
         tail = Mark(key: segment.key, start: segment.start, duration: segment.duration, epoch: epoch)
+        tailLost = true
     }
 
     // MARK: - Choosing segments
@@ -263,13 +285,15 @@ public struct LiveTracker: Sendable {
         let available = segments.filter { $0.isAvailable(at: now) }
         guard !available.isEmpty else { return segments }
         // The latest segment that starts at least `distance` target durations before the end.
-        let distance = policy.liveEdgeDistance * targetDuration
+        let distance = policy.liveEdgeDistance * max(targetDuration, joinTargetDuration ?? 0)
         var remaining = 0.0
         var first = 0
         for index in available.indices.reversed() {
             remaining += max(0, available[index].duration)
             first = index
-            if remaining >= distance - 1e-9 { break }
+            // (A quarter of a target duration short still counts: a video and its audio, whose
+            // segments differ by a frame, join at the same segment.)
+            if remaining >= distance - 0.25 * targetDuration { break }
         }
         let startKey = available[first].key
         return segments.filter { $0.key >= startKey }
@@ -277,7 +301,27 @@ public struct LiveTracker: Sendable {
 
     /// The segments of a reload that come after everything known; notes a gap or a reset.
     private mutating func follow(_ segments: [LiveSegment]) -> [LiveSegment] {
-        guard let newest = segments.last else { return [] }
+        guard let newest = segments.last, let oldest = segments.first else { return [] }
+        // Chosen earlier, no longer offered: not asked for (part of a gap).
+        let gone = queue.prefix { segment in
+            if let start = segment.start, let oldestStart = oldest.start { return start < oldestStart - 1e-6 }
+            return segment.key < oldest.key
+        }
+        if let lastGone = gone.last, newest.key >= lastGone.key {
+            queue.removeFirst(gone.count)
+            if let next = queue.first {
+                let seconds = gone.reduce(0) { $0 + max(0, $1.duration) }
+                noteGap(
+                    LiveGap(after: inFlight?.key ?? tail?.key, before: next.key, segments: gone.count, seconds: seconds),
+                    continuing: inFlight == nil && tailLost)
+            } else if inFlight == nil, tail == nil, let first = gone.first {
+                // Nothing dealt with yet: the gap below is measured from just before the first
+                // segment chosen.
+                tail = Mark(
+                    key: LiveSegmentKey(period: first.key.period, position: first.key.position &- (first.start == nil ? 1 : 0)),
+                    start: first.start.map { $0 - first.duration }, duration: first.duration, epoch: epoch)
+            }
+        }
         // The last segment known: queued, in flight, or dealt with.
         let known: Mark? =
             queue.last.map { Mark(key: $0.key, start: $0.start, duration: $0.duration, epoch: epoch) }
@@ -294,7 +338,9 @@ public struct LiveTracker: Sendable {
         let fresh = segments.filter { $0.key > known.key }
         guard let first = fresh.first else { return [] }
         if let missing = gap(from: known, to: first) {
-            noteGap(LiveGap(after: known.key, before: first.key, segments: missing.segments, seconds: missing.seconds))
+            noteGap(
+                LiveGap(after: known.key, before: first.key, segments: missing.segments, seconds: missing.seconds),
+                continuing: queue.isEmpty && inFlight == nil && tailLost)
         }
         return fresh
     }
@@ -350,9 +396,12 @@ public struct LiveTracker: Sendable {
         }
     }
 
-    private mutating func noteGap(_ gap: LiveGap) {
+    /// Reports a gap; `continuing` when it follows the last gap without a segment recorded in
+    /// between (it is counted as the same one).
+    private mutating func noteGap(_ gap: LiveGap, continuing: Bool = false) {
         pendingGaps.append(gap)
-        gapCount += 1
+        if !continuing { lastGap = gap }
+        if !(continuing || (tailLost && gap.after == tail?.key)) || gapCount == 0 { gapCount += 1 }
         gapSeconds += gap.seconds
     }
 }

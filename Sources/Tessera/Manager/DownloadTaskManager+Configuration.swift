@@ -55,6 +55,8 @@ extension DownloadTaskManager {
         /// name, inside the entity's destination directory (the download root for the entities
         /// of `tessera get`). `nil`: the plugins' names.
         public var outputNameTemplate: OutputNameTemplate?
+        /// How live streams are recorded: where a recording joins, how long it lasts, the clock.
+        public var live = LiveRecordingPolicy()
         /// Where to log.
         public var logger = Logger(label: "tessera.manager")
 

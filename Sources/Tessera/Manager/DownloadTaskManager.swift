@@ -39,6 +39,8 @@ public actor DownloadTaskManager {
     /// The segment cache, if the manager has one.
     public nonisolated let cache: SegmentCache?
     nonisolated let hub = EventHub()
+    /// The live recordings running now, to end them on request (Live/LiveRecordings.swift).
+    nonisolated let liveRecordings = LiveRecordings()
     nonisolated let layout: FileLayout
     nonisolated let diskGate: DiskGate?
     nonisolated let executor: BlockingExecutor
@@ -755,7 +757,8 @@ public actor DownloadTaskManager {
     func info(_ task: ManagedTask, state explicit: DownloadTaskState? = nil) -> DownloadTaskInfo {
         let state = explicit ?? self.state(of: task)
         let snapshot = task.progress?.snapshot ?? task.summary
-        let total = task.manifest == nil ? nil : snapshot.totalBytes
+        let isLive = task.manifest?.isLive == true
+        let total = task.manifest == nil || isLive ? nil : snapshot.totalBytes
         let remaining = total.map { max(0, $0 - snapshot.bytes) }
         return DownloadTaskInfo(
             id: task.id, title: task.manifest?.title ?? task.entity.title, groupKey: task.groupKey, state: state,
@@ -764,7 +767,8 @@ public actor DownloadTaskManager {
             segmentsTotal: snapshot.segmentCount, bytesPerSecond: state.isRunning ? task.speed.bytesPerSecond : 0,
             eta: state.isRunning ? task.speed.eta(remaining: remaining) : nil,
             outputs: task.outputInfos(complete: state == .completed), error: task.lastError,
-            resolveCount: task.resolveCount, weight: scheduler.weight(of: task.id))
+            resolveCount: task.resolveCount, weight: scheduler.weight(of: task.id),
+            live: isLive ? snapshot.live ?? LiveRecordingInfo() : nil)
     }
 
     private func taskRecord(_ task: ManagedTask, state: DownloadTaskState) -> TaskRecord {

@@ -13,6 +13,8 @@ final class TaskProgress: Sendable {
         var knownBytes: Int64
         /// Segments whose size is not known yet.
         var unknownSizes: Int
+        /// A live recording's state (no total: the stream is still growing).
+        var live: LiveRecordingInfo? = nil
 
         /// The total, estimated from the finished segments when sizes are missing; `nil` until
         /// a tenth of the segments (and at least three) are done, and before the run has said
@@ -37,6 +39,7 @@ final class TaskProgress: Sendable {
         var knownBytes: Int64 = 0
         var unknownSizes = 0
         var inFlight: [Int: Int64] = [:]
+        var live: LiveRecordingInfo?
     }
 
     private let state = Locked(State())
@@ -47,7 +50,7 @@ final class TaskProgress: Sendable {
             for value in state.inFlight.values { bytes = bytes.saturatingAdding(value) }
             return Snapshot(
                 bytes: bytes, doneSegments: state.doneSegments, segmentCount: state.segmentCount,
-                knownBytes: state.knownBytes, unknownSizes: state.unknownSizes)
+                knownBytes: state.knownBytes, unknownSizes: state.unknownSizes, live: state.live)
         }
     }
 
@@ -58,6 +61,11 @@ final class TaskProgress: Sendable {
                 doneBytes: doneBytes, doneSegments: doneSegments, segmentCount: segmentCount, knownBytes: knownBytes,
                 unknownSizes: unknownSizes)
         }
+    }
+
+    /// A live recording's state now.
+    func setLive(_ live: LiveRecordingInfo) {
+        state.withLock { $0.live = live }
     }
 
     /// A transfer (`job`) has `bytes` of its span on disk or arriving.

@@ -261,7 +261,8 @@ public final class LiveStreamFixture: Sendable {
         var first = max(0, published - options.window)
         if let reset = options.sequenceResetAt, published > reset { first = max(first, reset) }
         let durations = media.tracks[track].durations
-        let target = Int((durations.prefix(total).max() ?? media.segmentDuration).rounded(.up))
+        // RFC 8216 §4.3.3.1: every duration, rounded to the nearest second, at most the target.
+        let target = Int((durations.prefix(total).max() ?? media.segmentDuration).rounded())
         // RFC 8216 §6.2.2: the tag counts the discontinuities of the segments removed.
         let removedTags = (1..<max(1, first)).filter(isBoundary).count
         var lines = [

@@ -203,6 +203,26 @@ struct TrackerRun {
         #expect(run.recorded == Array(107...109) + Array(111...129))
     }
 
+    @Test func segmentsChosenButNoLongerOfferedAreNotAskedForAndMakeOneGap() {
+        var tracker = LiveTracker(policy: LiveRecordingPolicy())
+        let stream = SimulatedStream()
+        let t = stream.t0.addingTimeInterval(12.5)  // 6 out: 100 … 105
+        _ = tracker.next(now: t)
+        tracker.reloaded(stream.window(at: t), startedAt: t, now: t)
+        guard case .fetch(let first) = tracker.next(now: t) else { Issue.record("expected a fetch"); return }
+        #expect(first.key.position == 103)
+        // While 103 is in flight, a reload shows 110 … 115: 104 and 105 are gone.
+        let later = t.addingTimeInterval(20)
+        tracker.reloaded(stream.window(at: later), startedAt: later, now: later)
+        tracker.recorded(first, at: later)
+        #expect(tracker.next(now: later) == .gap(LiveGap(after: LiveSegmentKey(position: 103), before: LiveSegmentKey(position: 110), segments: 6, seconds: 12)))
+        guard case .fetch(let next) = tracker.next(now: later) else { Issue.record("expected a fetch"); return }
+        #expect(next.key.position == 110)
+        // 110 lost too, right after the gap: the same gap.
+        tracker.lost(next, at: later)
+        #expect(tracker.gapCount == 1 && tracker.gapSeconds == 14)
+    }
+
     @Test func aStaleReloadFetchesNothingAgain() {
         var tracker = LiveTracker(policy: LiveRecordingPolicy())
         let stream = SimulatedStream()
