@@ -40,6 +40,8 @@ struct Session {
         var state: StateOptions
         /// `-o TEMPLATE`: how files are named.
         var outputTemplate: OutputNameTemplate?
+        /// How live streams are recorded.
+        var live: LiveOptions?
     }
 
     static func open(_ settings: Settings) throws -> Session {
@@ -72,6 +74,7 @@ struct Session {
         configuration.maxNetworkWait = settings.network.networkWait < 0 ? nil : .seconds(settings.network.networkWait)
         configuration.documentTimeout = settings.network.documentTimeout
         configuration.networkMonitor = NetlinkNetworkMonitor()
+        settings.live?.apply(to: &configuration.live)
         let registry = makeRegistry()
         let manager = DownloadTaskManager(
             configuration: configuration, engine: engine, store: store, cache: cache, registry: registry)
