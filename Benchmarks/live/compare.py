@@ -134,6 +134,9 @@ def main():
         scenario("DASH $Number$, turns static at the end", args, ["format=dash-number", "segments=" + n], [], [], dash=True),
         scenario("DASH $Number$, announces its duration", args, ["format=dash-number", "segments=" + n, "dash-ending=duration"], [], [], dash=True),
         scenario("DASH SegmentTimeline, turns static", args, ["format=dash-timeline", "segments=" + n], [], [], dash=True),
+        # streamlink starts a SegmentTimeline at its oldest segment: tessera from the start too.
+        scenario("DASH SegmentTimeline, turns static (tessera --live-from-start)", args,
+                 ["format=dash-timeline", "segments=" + n], ["--live-from-start"], [], dash=True),
     ]
     cpu = scenario("CPU: one 8 Mbit/s HLS stream, 60 s (2 MB segments of 2 s)", args,
                    ["format=hls", "segments=36", "media=2000000", "segment-seconds=2"], [], [], with_streamlink=True)

@@ -110,7 +110,8 @@ struct DASHLiveView {
         }
         return LiveWindow(
             segments: segments, targetDuration: longest > 0 ? longest : 2, isComplete: complete, suggestedReload: reload,
-            segmentsAfter: max(0, total - skip - take))
+            segmentsAfter: max(0, total - skip - take)
+        ).withLiveEdge(mpd.isDynamic ? elapsed : nil)
     }
 }
 

@@ -46,18 +46,6 @@ struct HLSLiveSource: LiveSource {
     }
 
     private static func window(_ url: URL, context: ResolveContext) async -> Result<LiveWindow, DownloadError> {
-        do {
-            let document = try await context.fetch(url)
-            switch try HLSPlaylist.parse(document.data, url: document.url, maxSegments: context.maxSegments) {
-            case .media(let media):
-                return .success(media.liveWindow())
-            case .master:
-                return .failure(DownloadError(
-                    .manifestInvalid, "the playlist became a master playlist where a media playlist was expected",
-                    url: document.url.absoluteString))
-            }
-        } catch {
-            return .failure(error)
-        }
+        await HLSEntity.fetchMediaPlaylist(url, context: context).map { $0.liveWindow() }
     }
 }

@@ -312,7 +312,7 @@ public final class HLSEntity: PayloadEntity<HLSEntityPayload>, LiveStreamParser,
         }
     }
 
-    private static func fetchMediaPlaylist(_ url: URL, context: ResolveContext) async -> Result<HLSMediaPlaylist, DownloadError> {
+    static func fetchMediaPlaylist(_ url: URL, context: ResolveContext) async -> Result<HLSMediaPlaylist, DownloadError> {
         do {
             let document = try await context.fetch(url)
             switch try HLSPlaylist.parse(document.data, url: document.url, maxSegments: context.maxSegments) {

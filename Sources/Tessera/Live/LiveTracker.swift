@@ -220,7 +220,7 @@ public struct LiveTracker: Sendable {
         var added: [LiveSegment]
         if !joined {
             joined = true
-            added = join(segments, complete: window.isComplete, now: now)
+            added = join(segments, complete: window.isComplete, liveEdge: window.liveEdge, now: now)
         } else {
             added = follow(segments)
         }
@@ -280,12 +280,19 @@ public struct LiveTracker: Sendable {
     // MARK: - Choosing segments
 
     /// The segments a new recording starts with.
-    private func join(_ segments: [LiveSegment], complete: Bool, now: Date) -> [LiveSegment] {
+    private func join(_ segments: [LiveSegment], complete: Bool, liveEdge: Double?, now: Date) -> [LiveSegment] {
         if complete || policy.start == .oldest { return segments }
         let available = segments.filter { $0.isAvailable(at: now) }
         guard !available.isEmpty else { return segments }
-        // The latest segment that starts at least `distance` target durations before the end.
         let distance = policy.liveEdgeDistance * max(targetDuration, joinTargetDuration ?? 0)
+        if let liveEdge {
+            // On a timeline: the segment that holds the live edge less the distance.
+            let at = liveEdge - distance
+            if let first = available.first(where: { segment in segment.start.map { $0 + segment.duration > at + 1e-9 } ?? false }) {
+                return segments.filter { $0.key >= first.key }
+            }
+        }
+        // The latest segment that starts at least `distance` target durations before the end.
         var remaining = 0.0
         var first = 0
         for index in available.indices.reversed() {

@@ -90,6 +90,11 @@ public struct LiveWindow: Sendable, Hashable {
     /// Segments available after the last one listed (a window the plugin cut to size); they
     /// count as "behind the live edge".
     public var segmentsAfter: Int
+    /// Where the live edge is now on the presentation timeline (seconds, as
+    /// ``LiveSegment/start``), when the manifest places segments in time (DASH): a recording that
+    /// joins there starts with the segment that holds that time less the join distance (as
+    /// DASH players do), not with one counted back from the last segment out.
+    public var liveEdge: Double?
 
     /// Creates a window.
     public init(
@@ -101,6 +106,13 @@ public struct LiveWindow: Sendable, Hashable {
         self.isComplete = isComplete
         self.suggestedReload = suggestedReload
         self.segmentsAfter = segmentsAfter
+    }
+
+    /// The same window with its live edge at `liveEdge`.
+    public func withLiveEdge(_ liveEdge: Double?) -> LiveWindow {
+        var window = self
+        window.liveEdge = liveEdge
+        return window
     }
 }
 

@@ -108,6 +108,20 @@ struct TrackerRun {
         #expect(run.fetched.first == 107, "\(run.fetched)")
     }
 
+    @Test func onATimelineTheJoinCountsBackFromTheLiveEdgeNotTheLastSegmentOut() {
+        // 2 s segments; at 20.3 s the segment [18, 20) may not be listed yet (a safety margin):
+        // the join still starts with the one holding 20.3 - 6 = 14.3.
+        var tracker = LiveTracker(policy: LiveRecordingPolicy())
+        let stream = SimulatedStream(timeline: true)
+        let t = stream.t0.addingTimeInterval(20.3)
+        var window = stream.window(at: stream.t0.addingTimeInterval(19.9))
+        window.liveEdge = 20.3
+        _ = tracker.next(now: t)
+        tracker.reloaded(window, startedAt: t, now: t)
+        guard case .fetch(let first) = tracker.next(now: t) else { Issue.record("expected a fetch"); return }
+        #expect(first.start == 14, "\(String(describing: first.start))")
+    }
+
     @Test func fromTheStartJoinsAtTheOldestSegmentOffered() {
         var policy = LiveRecordingPolicy()
         policy.start = .oldest
