@@ -124,20 +124,25 @@ def main():
     parser.add_argument("--timeout", type=float, default=180)
     parser.add_argument("--segments", type=int, default=30)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--cpu-only", action="store_true", help="Only the 8 Mbit/s CPU run.")
+    parser.add_argument("--only", help="Only the streams whose name has this text (and the CPU run).")
     args = parser.parse_args()
     n = str(args.segments)
-    runs = [
-        scenario("HLS, ends (#EXT-X-ENDLIST)", args, ["format=hls", "segments=" + n], [], []),
-        scenario("HLS, AES-128 keys rotating every 5, discontinuity every 7", args,
-                 ["format=hls", "segments=" + n, "keys=5", "discontinuity=7"], [], []),
-        scenario("HLS, video + audio rendition", args, ["format=hls", "segments=" + n, "audio=1"], [], []),
-        scenario("DASH $Number$, turns static at the end", args, ["format=dash-number", "segments=" + n], [], [], dash=True),
-        scenario("DASH $Number$, announces its duration", args, ["format=dash-number", "segments=" + n, "dash-ending=duration"], [], [], dash=True),
-        scenario("DASH SegmentTimeline, turns static", args, ["format=dash-timeline", "segments=" + n], [], [], dash=True),
+    plan = [
+        ("HLS, ends (#EXT-X-ENDLIST)", ["format=hls", "segments=" + n], [], False),
+        ("HLS, AES-128 keys rotating every 5, discontinuity every 7", ["format=hls", "segments=" + n, "keys=5", "discontinuity=7"], [], False),
+        ("HLS, video + audio rendition", ["format=hls", "segments=" + n, "audio=1"], [], False),
+        ("DASH $Number$, turns static at the end", ["format=dash-number", "segments=" + n], [], True),
+        ("DASH $Number$, announces its duration", ["format=dash-number", "segments=" + n, "dash-ending=duration"], [], True),
+        ("DASH SegmentTimeline, turns static", ["format=dash-timeline", "segments=" + n], [], True),
         # streamlink starts a SegmentTimeline at its oldest segment: tessera from the start too.
-        scenario("DASH SegmentTimeline, turns static (tessera --live-from-start)", args,
-                 ["format=dash-timeline", "segments=" + n], ["--live-from-start"], [], dash=True),
+        ("DASH SegmentTimeline, turns static (tessera --live-from-start)", ["format=dash-timeline", "segments=" + n], ["--live-from-start"], True),
     ]
+    runs = []
+    for name, origin_options, extra, dash in plan:
+        if args.cpu_only or (args.only and args.only not in name):
+            continue
+        runs.append(scenario(name, args, origin_options, extra, [], dash=dash))
     cpu = scenario("CPU: one 8 Mbit/s HLS stream, 60 s (2 MB segments of 2 s)", args,
                    ["format=hls", "segments=36", "media=2000000", "segment-seconds=2"], [], [], with_streamlink=True)
     runs.append(cpu)
