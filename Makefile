@@ -18,7 +18,7 @@ TEST_PACKAGES  := nginx-light openssl tmux $(MEDIA_PACKAGES) $(SERVE_PACKAGES)
 # What the benchmark compares against.
 BENCH_PACKAGES := nginx-light aria2 curl python3
 
-.PHONY: all demo test bench bench-cli conformance docs build deps bench-deps clean help install check fuzz soak serve-check
+.PHONY: all demo test bench bench-cli conformance docs build deps bench-deps clean help install check fuzz soak serve-check live-bench
 DOCC ?= $(shell command -v docc || echo "$(dir $(realpath $(shell command -v $(SWIFT))))docc")
 # What the conformance check compares against: aria2c from apt, yt-dlp from PyPI in a venv.
 CONFORMANCE_PACKAGES := aria2 python3 python3-venv
@@ -32,6 +32,7 @@ help:
 	@echo "make bench-cli [BASELINE=old/tessera]  tessera get/resolve on many files and segments, one large file and kills, against curl and aria2c"
 	@echo "make serve-check  tessera serve driven by aria2p (and the same script against aria2c --enable-rpc), its dashboard in headless Chromium"
 	@echo "make conformance  DASH segment lists and HLS downloads against yt-dlp, Metalink downloads against aria2c"
+	@echo "make live-bench   live HLS and DASH recorded by tessera and streamlink side by side; tessera's CPU on an 8 Mbit/s stream"
 	@echo "make docs   the DocC documentation of Tessera into .build/docs (warnings are errors)"
 	@echo "make install [PREFIX=/usr/local] [DESTDIR=]  the tessera command, its man page and bash/zsh/fish completions"
 	@echo "make check  the test suite under ThreadSanitizer, then AddressSanitizer (slow)"
@@ -79,9 +80,10 @@ demo: deps
 
 # Two phases: everything in parallel, then the wall-clock measurements (suites named
 # ...TimingTests) one at a time, so neither the first phase nor each other can disturb them.
-# Run one at a time, after the rest: the wall-clock suites, and those that start processes
-# (ffmpeg, the crash helper, the fuzz replay) with Foundation's Process.
-SERIAL_SUITES := TimingTests|MediaMergerFFmpegTests|CLIMergeTests|CrashMatrixTests|FuzzCorpusTests
+# Run one at a time, after the rest: the wall-clock suites, those that start processes
+# (ffmpeg, the crash helper, the fuzz replay) with Foundation's Process, and the live recordings
+# (a stream published on a clock, recorded against it).
+SERIAL_SUITES := TimingTests|MediaMergerFFmpegTests|CLIMergeTests|CrashMatrixTests|FuzzCorpusTests|LiveRecordingTests|CLILiveTests
 test: deps
 	$(call ensure_packages,$(TEST_PACKAGES))
 	$(SWIFT) build --build-tests
@@ -174,6 +176,17 @@ bench-cli: bench-deps
 	$(SWIFT) build -c release --product tessera
 	python3 Benchmarks/run.py --tessera-cli "$$($(SWIFT) build -c release --show-bin-path)/tessera" \
 		--scenarios $(BENCH_CLI_SCENARIOS) $(if $(BASELINE),--baseline-cli $(BASELINE)) $(BENCH_ARGS)
+
+# Live recording against streamlink (PyPI, in a virtualenv under .build) on the same live origin
+# (tessera-test-helper live-origin, 127.0.0.1), in one run; then tessera's CPU on an 8 Mbit/s stream.
+LIVE_VENV := .build/live-bench/venv
+live-bench: deps
+	$(call ensure_packages,python3-venv $(MEDIA_PACKAGES))
+	$(SWIFT) build -c release --product tessera
+	$(SWIFT) build --product tessera-test-helper
+	@[ -x $(LIVE_VENV)/bin/streamlink ] || (python3 -m venv $(LIVE_VENV) && $(LIVE_VENV)/bin/pip install -q --disable-pip-version-check streamlink)
+	python3 Benchmarks/live/compare.py --tessera "$$($(SWIFT) build -c release --show-bin-path)/tessera" \
+		--helper "$$($(SWIFT) build --show-bin-path)/tessera-test-helper" --streamlink $(LIVE_VENV)/bin/streamlink $(LIVE_ARGS)
 
 # Differential checks against oracles nobody here wrote: the DASH plugin's segment URLs
 # against yt-dlp's fragment lists, HLS downloads against yt-dlp's, Metalink downloads against

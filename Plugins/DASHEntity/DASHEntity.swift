@@ -27,9 +27,16 @@ public struct DASHPayload: Codable, Sendable, Hashable {
 /// What it reads:
 /// - The MPD in the `urn:mpeg:dash:schema:mpd:2011` namespace, prefixed or default (also in
 ///   YouTube's `urn:mpeg:DASH:schema:MPD:2011` spelling, read as the standard one); another
-///   root or namespace is refused (``DownloadError/Code/manifestInvalid``), live MPDs
-///   (`type="dynamic"`) and `ContentProtection` on a selected representation are refused with
+///   root or namespace is refused (``DownloadError/Code/manifestInvalid``), and
+///   `ContentProtection` on a selected representation is refused with
 ///   ``DownloadError/Code/unsupportedContent``.
+/// - Live MPDs (`type="dynamic"`): a live manifest (``DownloadManifest/live``) that the manager
+///   records through ``liveSource(for:in:)``: `availabilityStartTime`, `timeShiftBufferDepth`,
+///   `minimumUpdatePeriod`, `publishTime` (an older MPD than the last one is not taken),
+///   `SegmentTemplate` with `$Number$` and `@duration` or a `SegmentTimeline` that grows
+///   between reloads (`$Time$` or `$Number$`), several periods, and `UTCTiming` for the clock
+///   (see ``DASHLiveSource``). It ends when the MPD turns `static` or reaches its
+///   `mediaPresentationDuration`, without asking for segments past the end.
 /// - `BaseURL` at MPD, Period, AdaptationSet and Representation level, each resolved against
 ///   the one above (the MPD's own URL after redirects at the top); an absolute BaseURL starts
 ///   over; several BaseURLs at one level are mirrors, the first one primary. Each segment
@@ -52,7 +59,7 @@ public struct DASHPayload: Codable, Sendable, Hashable {
 /// `v720` with `video/mp4` → `stream/v720.mp4`); every representation is listed, the selected
 /// ones (``DASHPayload/format``, default ``FormatSelector/best``: the best video plus the best
 /// audio by bandwidth) have ``DownloadOutput/isSelected`` set.
-public final class DASHEntity: PayloadEntity<DASHPayload>, DownloadParserProtocol, @unchecked Sendable {
+public final class DASHEntity: PayloadEntity<DASHPayload>, LiveStreamParser, @unchecked Sendable {
     /// `"dash"`.
     override public class var entityType: String { "dash" }
 
@@ -142,9 +149,11 @@ public final class DASHEntity: PayloadEntity<DASHPayload>, DownloadParserProtoco
     /// - Throws: ``DownloadError``: `manifestInvalid` (naming the element and line),
     ///   `manifestTooLarge`, `unsafeInput` (a URL that is not http(s) or has control
     ///   characters), `unsafePath` (a representation id that cannot be a file name),
-    ///   `unsupportedContent` (live, DRM, remote elements), `invalidRequest` (a format naming
+    ///   `unsupportedContent` (DRM, remote elements), `invalidRequest` (a format naming
     ///   no representation).
-    public func manifest(from document: SafeXMLDocument, url: URL, maxSegments: Int = 1_000_000) throws(DownloadError)
+    ///   - now: For a live (dynamic) MPD, the time on the MPD's clock the outputs' segments are
+    ///     shown for (the recording computes its own windows).
+    public func manifest(from document: SafeXMLDocument, url: URL, maxSegments: Int = 1_000_000, now: Date = Date()) throws(DownloadError)
         -> DownloadManifest
     {
         try URLSafety.check(url, context: "the MPD's URL")
@@ -154,6 +163,7 @@ public final class DASHEntity: PayloadEntity<DASHPayload>, DownloadParserProtoco
         for index in selected.sorted() {
             try Self.refuseProtected(tracks[index])
         }
+        if mpd.isDynamic { return try liveManifest(mpd, tracks: tracks, selected: selected, url: url, now: now) }
 
         // Count every segment before building any.
         var plans: [[SegmentPlan]] = []
@@ -185,30 +195,11 @@ public final class DASHEntity: PayloadEntity<DASHPayload>, DownloadParserProtoco
         }
 
         let directory = mpd.title.map { SafePath.sanitizedFileName($0, fallback: outputDirectory) } ?? outputDirectory
-        // An audio or subtitle track whose id is only a kind and a number is saved under its
-        // language, unless another track's file would have the same name.
-        var fileNames = tracks.map { track in
-            [.audio, .subtitles].contains(track.first.kind)
-                ? MediaInfo.trackFileName(name: track.first.id, language: track.first.language) : track.first.id
-        }
-        var counts: [String: Int] = [:]
-        for name in fileNames + tracks.map(\.first.id) { counts[name.lowercased(), default: 0] += 1 }
-        for index in fileNames.indices where fileNames[index] != tracks[index].first.id && counts[fileNames[index].lowercased()]! > 1 {
-            fileNames[index] = tracks[index].first.id
-        }
+        let fileNames = Self.fileNames(of: tracks)
         var outputs: [DownloadOutput] = []
         var names: [String: Int] = [:]
         for (index, track) in tracks.enumerated() {
             let representation = track.first
-            let idName: String
-            do {
-                idName = try SafePath.relative(fileNames[index])
-            } catch {
-                throw DownloadError(
-                    .unsafePath,
-                    "the MPD's representation id \"\(SafePathText.printable(representation.id))\" at line \(representation.element.line) cannot be a file name: \(error.message)",
-                    url: url.absoluteString)
-            }
             var segments = SegmentList()
             var lastInitialization: DownloadSegment?
             var firstMedia: DownloadSegment?
@@ -223,22 +214,11 @@ public final class DASHEntity: PayloadEntity<DASHPayload>, DownloadParserProtoco
                 if firstMedia == nil { firstMedia = media.first }
                 segments.append(contentsOf: media)
             }
-            let ext = Self.fileExtension(mimeType: representation.mimeType, segment: firstMedia)
-            let name = try SafePath.relative("\(directory)/\(idName).\(ext)")
-            if let other = names[name] {
-                throw DownloadError(
-                    .manifestInvalid,
-                    "the MPD's representations \"\(SafePathText.printable(tracks[other].first.id))\" (line \(tracks[other].first.element.line)) and \"\(SafePathText.printable(representation.id))\" (line \(representation.element.line)) would both be saved as \(name)",
-                    url: url.absoluteString)
-            }
-            names[name] = index
+            let name = try Self.outputName(
+                of: tracks, at: index, fileNames: fileNames, directory: directory, firstMedia: firstMedia, names: &names, url: url)
             outputs.append(DownloadOutput(
                 name: name, assembly: .concatenated, segments: segments, isSelected: selected.contains(index),
-                media: MediaInfo(
-                    kind: representation.kind, identifier: representation.id, bandwidth: representation.bandwidth.map { Int($0) },
-                    width: representation.width, height: representation.height, codecs: representation.codecs,
-                    language: representation.language,
-                    quality: representation.height.map { "\($0)p" })))
+                media: Self.mediaInfo(of: representation)))
         }
 
         var metadata: [String: String] = [
@@ -257,6 +237,58 @@ public final class DASHEntity: PayloadEntity<DASHPayload>, DownloadParserProtoco
         // `all`: every representation, each a file of its own (never merged together).
         manifest.selectsAlternatives = payload.format == .all
         return manifest
+    }
+
+    /// The file names of the tracks, before their extensions: the representation id, but for an
+    /// audio or subtitle track whose id is only a kind and a number, its language, unless another
+    /// track's file would have the same name.
+    static func fileNames(of tracks: [Track]) -> [String] {
+        var fileNames = tracks.map { track in
+            [.audio, .subtitles].contains(track.first.kind)
+                ? MediaInfo.trackFileName(name: track.first.id, language: track.first.language) : track.first.id
+        }
+        var counts: [String: Int] = [:]
+        for name in fileNames + tracks.map(\.first.id) { counts[name.lowercased(), default: 0] += 1 }
+        for index in fileNames.indices where fileNames[index] != tracks[index].first.id && counts[fileNames[index].lowercased()]! > 1 {
+            fileNames[index] = tracks[index].first.id
+        }
+        return fileNames
+    }
+
+    /// The name of track `index`'s output, `<directory>/<file name>.<ext>` (see
+    /// ``fileNames(of:)``), unique among `names` (which it joins).
+    static func outputName(
+        of tracks: [Track], at index: Int, fileNames: [String], directory: String, firstMedia: DownloadSegment?,
+        names: inout [String: Int], url: URL
+    ) throws(DownloadError) -> String {
+        let representation = tracks[index].first
+        let idName: String
+        do {
+            idName = try SafePath.relative(fileNames[index])
+        } catch {
+            throw DownloadError(
+                .unsafePath,
+                "the MPD's representation id \"\(SafePathText.printable(representation.id))\" at line \(representation.element.line) cannot be a file name: \(error.message)",
+                url: url.absoluteString)
+        }
+        let ext = Self.fileExtension(mimeType: representation.mimeType, segment: firstMedia)
+        let name = try SafePath.relative("\(directory)/\(idName).\(ext)")
+        if let other = names[name] {
+            throw DownloadError(
+                .manifestInvalid,
+                "the MPD's representations \"\(SafePathText.printable(tracks[other].first.id))\" (line \(tracks[other].first.element.line)) and \"\(SafePathText.printable(representation.id))\" (line \(representation.element.line)) would both be saved as \(name)",
+                url: url.absoluteString)
+        }
+        names[name] = index
+        return name
+    }
+
+    /// What an output of `representation` holds.
+    static func mediaInfo(of representation: MPDRepresentation) -> MediaInfo {
+        MediaInfo(
+            kind: representation.kind, identifier: representation.id, bandwidth: representation.bandwidth.map { Int($0) },
+            width: representation.width, height: representation.height, codecs: representation.codecs,
+            language: representation.language, quality: representation.height.map { "\($0)p" })
     }
 
     // MARK: - Tracks across periods

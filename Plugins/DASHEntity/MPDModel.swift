@@ -12,6 +12,29 @@ struct MPD {
     var profiles: String?
     /// The periods, in document order.
     var periods: [MPDPeriod]
+    /// Whether the MPD is `type="dynamic"` (a live presentation).
+    var isDynamic = false
+    /// `MPD@availabilityStartTime`: when segment times count from (required when dynamic).
+    var availabilityStartTime: Date?
+    /// `MPD@publishTime`: when this version of the MPD was made.
+    var publishTime: Date?
+    /// `MPD@minimumUpdatePeriod`, in nanoseconds: how long this version stays valid.
+    var minimumUpdatePeriod: Int128?
+    /// `MPD@timeShiftBufferDepth`, in nanoseconds: how long a segment stays available after it
+    /// was published (absent: for ever).
+    var timeShiftBufferDepth: Int128?
+    /// `MPD@suggestedPresentationDelay`, in nanoseconds.
+    var suggestedPresentationDelay: Int128?
+    /// The `UTCTiming` elements, in order: where to read the clock the MPD's times are on.
+    var utcTimings: [MPDUTCTiming] = []
+}
+
+/// One `UTCTiming` descriptor.
+struct MPDUTCTiming: Hashable {
+    /// `@schemeIdUri` (`urn:mpeg:dash:utc:http-iso:2014`, …).
+    var scheme: String
+    /// `@value`: URLs (separated by white space) or, for `direct`, the time itself.
+    var value: String
 }
 
 /// One `Period`.

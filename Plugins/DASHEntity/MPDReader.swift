@@ -1,8 +1,9 @@
 import Foundation
 import Tessera
 
-/// Reads an MPD's XML tree into an ``MPD``: checks the root and namespace, refuses live
-/// presentations, computes the periods' timing and resolves BaseURLs level by level.
+/// Reads an MPD's XML tree into an ``MPD``: checks the root and namespace, reads a live
+/// presentation's timing (`type="dynamic"`), computes the periods' timing and resolves BaseURLs
+/// level by level.
 struct MPDReader {
     /// The MPEG-DASH namespace (ISO/IEC 23009-1).
     static let namespace = "urn:mpeg:dash:schema:mpd:2011"
@@ -37,12 +38,13 @@ struct MPDReader {
                 url: url.absoluteString)
         }
         let type = root[attribute: "type"]?.trimmingCharacters(in: .whitespaces) ?? "static"
-        if type == "dynamic" {
-            throw DownloadError(
-                .unsupportedContent, "live streams are not supported: the MPD is type=\"dynamic\"", url: url.absoluteString)
-        }
-        guard type == "static" else {
+        guard type == "static" || type == "dynamic" else {
             throw MPDErrors.invalid(root, "has the unknown type \"\(type)\" (expected \"static\" or \"dynamic\")")
+        }
+        let isDynamic = type == "dynamic"
+        let availabilityStart = try MPDErrors.dateTime(root, "availabilityStartTime")
+        if isDynamic, availabilityStart == nil {
+            throw MPDErrors.invalid(root, "is dynamic (live) but has no @availabilityStartTime, so its segments cannot be placed in time")
         }
         let duration = try MPDErrors.duration(root, "mediaPresentationDuration")
         let title = root.firstDASHChild(named: "ProgramInformation")?
@@ -95,7 +97,18 @@ struct MPDReader {
                 element: element, index: index, id: element[attribute: "id"], start: starts[index], duration: periodDuration,
                 adaptationSets: sets))
         }
-        return MPD(title: title?.isEmpty == false ? title : nil, duration: duration, profiles: root[attribute: "profiles"], periods: periods)
+        var mpd = MPD(title: title?.isEmpty == false ? title : nil, duration: duration, profiles: root[attribute: "profiles"], periods: periods)
+        mpd.isDynamic = isDynamic
+        mpd.availabilityStartTime = availabilityStart
+        mpd.publishTime = try MPDErrors.dateTime(root, "publishTime")
+        mpd.minimumUpdatePeriod = try MPDErrors.duration(root, "minimumUpdatePeriod")
+        mpd.timeShiftBufferDepth = try MPDErrors.duration(root, "timeShiftBufferDepth")
+        mpd.suggestedPresentationDelay = try MPDErrors.duration(root, "suggestedPresentationDelay")
+        mpd.utcTimings = root.dashChildren(named: "UTCTiming").compactMap { element in
+            guard let scheme = element[attribute: "schemeIdUri"] else { return nil }
+            return MPDUTCTiming(scheme: scheme.trimmingCharacters(in: .whitespaces), value: element[attribute: "value"] ?? "")
+        }
+        return mpd
     }
 
     private func adaptationSet(
@@ -228,6 +241,15 @@ enum MPDErrors {
         guard let value = try integer(element, name) else { return nil }
         guard value > 0 else { throw invalid(element, "has @\(name)=\"0\"; it must be greater than zero") }
         return value
+    }
+
+    /// An `xs:dateTime` attribute, or `nil` when absent (no zone: UTC).
+    static func dateTime(_ element: SafeXMLElement, _ name: String) throws(DownloadError) -> Date? {
+        guard let text = element[attribute: name] else { return nil }
+        guard let date = ISO8601Time.date(from: text) else {
+            throw invalid(element, "has @\(name)=\"\(SafePathText.printable(text))\", which is not a date and time such as 2024-05-01T10:00:00Z")
+        }
+        return date
     }
 
     /// An `xs:duration` attribute in nanoseconds, or `nil` when absent.

@@ -107,6 +107,11 @@ struct SegmentPlan {
 
     /// The template with everything but the number and the time filled in.
     private func pattern(_ template: URLTemplate) -> SegmentURLPattern {
+        Self.pattern(template, representation: representation)
+    }
+
+    /// `template` for `representation`, with everything but the number and the time filled in.
+    static func pattern(_ template: URLTemplate, representation: MPDRepresentation) -> SegmentURLPattern {
         func format(_ format: URLTemplate.NumberFormat) -> SegmentURLPattern.NumberFormat {
             SegmentURLPattern.NumberFormat(width: format.width, radix: format.radix, uppercase: format.uppercase)
         }
@@ -124,7 +129,11 @@ struct SegmentPlan {
     /// One segment: `reference` resolved against every BaseURL candidate (primary first, the
     /// rest as mirrors; an absolute reference has just itself).
     private func segment(_ reference: String?, range: ByteRange?, context: String) throws(DownloadError) -> DownloadSegment {
-        let bases = representation.bases
+        try Self.segment(reference, range: range, bases: representation.bases, context: context)
+    }
+
+    /// One segment of a representation whose BaseURL candidates are `bases`.
+    static func segment(_ reference: String?, range: ByteRange?, bases: [URL], context: String) throws(DownloadError) -> DownloadSegment {
         var urls: [URL]
         if let reference {
             if URLSafety.hasScheme(reference) || bases.count == 1 {

@@ -23,7 +23,7 @@ enum SegmentPlanner {
 
     /// `Initialization@sourceURL` (else the BaseURL) with `@range`; `nil` when there is no
     /// `Initialization` element.
-    private static func initialization(_ information: SegmentInformation) throws(DownloadError) -> SegmentPlan.Reference? {
+    static func initialization(_ information: SegmentInformation) throws(DownloadError) -> SegmentPlan.Reference? {
         guard let element = information.initialization else { return nil }
         let source = element[attribute: "sourceURL"].flatMap { $0.trimmingCharacters(in: .whitespaces).isEmpty ? nil : $0 }
         let range = try element[attribute: "range"].map { text throws(DownloadError) in
@@ -210,7 +210,7 @@ enum SegmentPlanner {
         return entries
     }
 
-    private static func template(
+    static func template(
         _ text: String, attribute: String, information: SegmentInformation
     ) throws(DownloadError) -> URLTemplate {
         do {
@@ -229,7 +229,7 @@ enum SegmentPlanner {
             "the MPD's \(element.description) describes more segments than the limit leaves room for (\(limit) more)")
     }
 
-    private static func missingBandwidth(_ representation: MPDRepresentation, template: String) -> DownloadError {
+    static func missingBandwidth(_ representation: MPDRepresentation, template: String) -> DownloadError {
         MPDErrors.invalid(
             representation.element,
             "has no @bandwidth, which the template \"\(SafePathText.printable(template))\" needs for $Bandwidth$")

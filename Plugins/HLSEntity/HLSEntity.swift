@@ -36,12 +36,16 @@ public struct HLSEntityPayload: Codable, Sendable, Hashable {
 /// let entity = try registry.makeEntity(for: EntityInput("https://example.com/show/master.m3u8", format: "best"))
 /// ```
 ///
-/// Refused: live and event playlists (no `#EXT-X-ENDLIST`), `SAMPLE-AES` and key formats other
-/// than `identity` (``DownloadError/Code/unsupportedContent``); URLs that are not http(s)
+/// Live and event playlists (no `#EXT-X-ENDLIST`) resolve into a live manifest
+/// (``DownloadManifest/live``): the manager records them, reloading each selected media playlist
+/// (``liveSource(for:in:)``, ``HLSMediaPlaylist/liveWindow()``).
+///
+/// Refused: `SAMPLE-AES` and key formats other than `identity`
+/// (``DownloadError/Code/unsupportedContent``); URLs that are not http(s)
 /// (``DownloadError/Code/unsafeInput``); rendition names that would leave the download
 /// directory (``DownloadError/Code/unsafePath``); more segments than the limit
 /// (``DownloadError/Code/manifestTooLarge``).
-public final class HLSEntity: PayloadEntity<HLSEntityPayload>, DownloadParserProtocol, @unchecked Sendable {
+public final class HLSEntity: PayloadEntity<HLSEntityPayload>, LiveStreamParser, @unchecked Sendable {
     /// `"hls"`.
     override public class var entityType: String { "hls" }
 
@@ -173,10 +177,18 @@ public final class HLSEntity: PayloadEntity<HLSEntityPayload>, DownloadParserPro
         let output = DownloadOutput(
             name: try SafePath.relative("\(name).\(fileExtension)"), assembly: .concatenated,
             segments: try media.downloadSegments(), media: MediaInfo(kind: kind, identifier: name))
-        return DownloadManifest(
-            title: name, outputs: [output], sourceURL: media.url,
-            metadata: ["playlist": "media", "duration": Self.seconds(media.duration)])
+        var metadata = ["playlist": "media", "duration": Self.seconds(media.duration)]
+        var live: LiveManifestInfo?
+        if media.isLive {
+            metadata[Self.playlistKey(0)] = payload.url.absoluteString
+            let window = media.liveWindow()
+            live = LiveManifestInfo(kind: "HLS", targetDuration: window.targetDuration, windowSegments: window.segments.count)
+        }
+        return DownloadManifest(title: name, outputs: [output], sourceURL: media.url, metadata: metadata, live: live)
     }
+
+    /// The metadata key under which a live manifest keeps the media playlist of output `index`.
+    static func playlistKey(_ index: Int) -> String { "hls.mediaPlaylist.\(index)" }
 
     // MARK: - A master playlist
 
@@ -276,15 +288,25 @@ public final class HLSEntity: PayloadEntity<HLSEntityPayload>, DownloadParserPro
         }
         var outputs: [DownloadOutput] = []
         outputs.reserveCapacity(built.count)
+        var live: LiveManifestInfo?
         for (job, playlist) in built {
             let name = try Self.outputName(
                 directory: directory, identifier: job.fileName, fileExtension: Self.fileExtension(for: playlist, kind: job.kind))
+            metadata[Self.playlistKey(outputs.count)] = job.url.absoluteString
             outputs.append(DownloadOutput(
                 name: name, assembly: .concatenated, segments: try playlist.downloadSegments(), isSelected: job.isSelected,
                 media: job.media))
             if job.isSelected, metadata["duration"] == nil { metadata["duration"] = Self.seconds(playlist.duration) }
+            if job.isSelected, playlist.isLive, live == nil {
+                let window = playlist.liveWindow()
+                live = LiveManifestInfo(kind: "HLS", targetDuration: window.targetDuration, windowSegments: window.segments.count)
+            }
         }
-        var manifest = DownloadManifest(title: master.title ?? directory, outputs: outputs, sourceURL: master.url, metadata: metadata)
+        if live == nil {
+            for index in outputs.indices { metadata[Self.playlistKey(index)] = nil }
+        }
+        var manifest = DownloadManifest(
+            title: master.title ?? directory, outputs: outputs, sourceURL: master.url, metadata: metadata, live: live)
         // `all`: every variant and rendition, each a file of its own (never merged together).
         manifest.selectsAlternatives = selector == .all
         return manifest
@@ -310,7 +332,7 @@ public final class HLSEntity: PayloadEntity<HLSEntityPayload>, DownloadParserPro
         }
     }
 
-    private static func fetchMediaPlaylist(_ url: URL, context: ResolveContext) async -> Result<HLSMediaPlaylist, DownloadError> {
+    static func fetchMediaPlaylist(_ url: URL, context: ResolveContext) async -> Result<HLSMediaPlaylist, DownloadError> {
         do {
             let document = try await context.fetch(url)
             switch try HLSPlaylist.parse(document.data, url: document.url, maxSegments: context.maxSegments) {

@@ -20,6 +20,13 @@ public struct HLSMediaPlaylist: Sendable, Hashable {
     public var playlistType: String?
     /// Whether the playlist has `#EXT-X-ENDLIST`.
     public var hasEndList: Bool
+    /// `#EXT-X-DISCONTINUITY-SEQUENCE`: the discontinuity sequence number of the first segment
+    /// (0 when absent).
+    public var discontinuitySequence: UInt64
+
+    /// Whether the playlist is still growing: neither `#EXT-X-ENDLIST` nor
+    /// `#EXT-X-PLAYLIST-TYPE:VOD` (a live stream with a sliding window, or an `EVENT` playlist).
+    public var isLive: Bool { !hasEndList && playlistType != "VOD" }
     /// The media segments, in order (`#EXT-X-GAP` segments left out), kept compactly.
     public var segments: HLSSegments
 
@@ -75,6 +82,9 @@ public struct HLSSegment: Sendable, Hashable {
     public var isDiscontinuity: Bool
     /// The line of its URI in the playlist.
     public var line: Int
+    /// Its own `#EXT-X-PROGRAM-DATE-TIME`, if it has one (``HLSMediaPlaylist/liveWindow()``
+    /// gives every segment after a dated one its date).
+    public var programDateTime: Date?
 }
 
 /// A media initialisation section (`#EXT-X-MAP`).
@@ -110,6 +120,7 @@ extension HLSMediaPlaylist {
         self.url = url
         mediaSequence = 0
         hasEndList = false
+        discontinuitySequence = 0
         segments = HLSSegments(base: url, capacity: segmentCount)
         let source = url.absoluteString
         func invalid(_ message: String) -> DownloadError { DownloadError(.manifestInvalid, message, url: source) }
@@ -118,6 +129,7 @@ extension HLSMediaPlaylist {
         var pendingRange: (length: Int64, offset: Int64?, line: Int)?
         var pendingDiscontinuity = false
         var pendingGap = false
+        var pendingDate: Date?
         var keys: [String: KeyTag] = [:]
         var map: HLSInitSection?
         var previous: (url: String, end: Int64?)?
@@ -215,6 +227,17 @@ extension HLSMediaPlaylist {
                     targetDuration = seconds
                 case "#EXT-X-PLAYLIST-TYPE":
                     playlistType = value?.trimmingCharacters(in: .whitespaces)
+                case "#EXT-X-DISCONTINUITY-SEQUENCE":
+                    guard !sawSegment else {
+                        throw invalid("line \(number): #EXT-X-DISCONTINUITY-SEQUENCE must come before the first segment")
+                    }
+                    guard let text = value?.trimmingCharacters(in: .whitespaces), let sequence = UInt64(text) else {
+                        throw invalid("line \(number): #EXT-X-DISCONTINUITY-SEQUENCE is not a decimal integer")
+                    }
+                    discontinuitySequence = sequence
+                case "#EXT-X-PROGRAM-DATE-TIME":
+                    // Informational (RFC 8216 §4.3.2.6): one that cannot be read is left out.
+                    pendingDate = value.flatMap { ISO8601Time.date(from: String($0)) }
                 case "#EXT-X-ENDLIST":
                     hasEndList = true
                 case "#EXT-X-DISCONTINUITY":
@@ -282,8 +305,12 @@ extension HLSMediaPlaylist {
                 if !pendingGap {
                     segments.append(
                         reference: reference, range: range, duration: info.duration, title: info.title, sequence: sequence,
-                        encryption: encryption, initSection: map, isDiscontinuity: pendingDiscontinuity, line: number)
+                        encryption: encryption, initSection: map, isDiscontinuity: pendingDiscontinuity, line: number,
+                        programDateTime: pendingDate)
+                } else {
+                    segments.skip(duration: info.duration, isDiscontinuity: pendingDiscontinuity, programDateTime: pendingDate)
                 }
+                pendingDate = nil
                 previous = (segmentURL, range.map { $0.offset + $0.length! })
                 pendingInfo = nil
                 pendingRange = nil
@@ -296,13 +323,10 @@ extension HLSMediaPlaylist {
         if let pendingInfo {
             throw invalid("line \(pendingInfo.line): #EXTINF is not followed by a segment URI")
         }
-        guard !segments.isEmpty else { throw invalid("the media playlist has no segments") }
-        guard hasEndList || playlistType == "VOD" else {
-            throw DownloadError(
-                .unsupportedContent,
-                "live playlists are not supported: the media playlist has no #EXT-X-ENDLIST (it is a live or "
-                    + "event stream that is still growing)",
-                url: source)
+        // A live playlist may offer nothing but #EXT-X-GAP segments for a while.
+        guard !segments.isEmpty || (isLive && sawSegment) else { throw invalid("the media playlist has no segments") }
+        guard mediaSequence.addingReportingOverflow(index).partialValue <= UInt64(Int64.max) else {
+            throw invalid("the media sequence numbers go past 2^63")
         }
     }
 }

@@ -23,8 +23,9 @@ public enum HLSPlaylist: Sendable, Hashable {
     /// lines end in LF or CRLF; blank lines, comments and unknown tags are ignored. A media
     /// playlist with more than `maxSegments` segments is refused with
     /// ``DownloadError/Code/manifestTooLarge`` before any segment is built; one that is still
-    /// growing (live or event, without `#EXT-X-ENDLIST`) and one whose segments are encrypted
-    /// with anything but `METHOD=AES-128` and `KEYFORMAT="identity"` are refused with
+    /// growing (live or event, without `#EXT-X-ENDLIST`) is read as it is now
+    /// (``HLSMediaPlaylist/isLive``, ``HLSMediaPlaylist/liveWindow()``); one whose segments are
+    /// encrypted with anything but `METHOD=AES-128` and `KEYFORMAT="identity"` is refused with
     /// ``DownloadError/Code/unsupportedContent``; every other problem is a
     /// ``DownloadError/Code/manifestInvalid`` naming the line. URLs are resolved with
     /// `URLSafety` (http and https only).

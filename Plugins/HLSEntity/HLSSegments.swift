@@ -22,6 +22,17 @@ public struct HLSSegments: RandomAccessCollection, Sendable, Hashable {
     private var encryptionNumbers: [Int32] = []
     private var initSections: [HLSInitSection] = []
     private var initSectionNumbers: [Int32] = []
+    /// `#EXT-X-PROGRAM-DATE-TIME` of the segments that have one, by index.
+    private var programDates: [Int: Date] = [:]
+    /// The duration of #EXT-X-GAP segments left out before each index that follows some, and
+    /// whether a discontinuity was among them (dates and discontinuity numbers run through).
+    private var skipped: [Int: Skip] = [:]
+    private var pendingSkip: Skip?
+
+    private struct Skip: Hashable {
+        var duration: Double
+        var discontinuity: Bool
+    }
 
     init(base: URL, capacity: Int) {
         self.base = base
@@ -39,7 +50,42 @@ public struct HLSSegments: RandomAccessCollection, Sendable, Hashable {
         HLSSegment(
             url: url(at: index), range: range(at: index), duration: durations[index], title: titles[index],
             mediaSequence: sequences[index], encryption: encryption(at: index), initSection: initSection(at: index),
-            isDiscontinuity: discontinuities.contains(index), line: Int(lines[index]))
+            isDiscontinuity: discontinuities.contains(index), line: Int(lines[index]), programDateTime: programDates[index])
+    }
+
+    /// The duration of the segment at `index`, in seconds.
+    public func duration(at index: Int) -> Double { durations[index] }
+
+    /// The media sequence number of the segment at `index`.
+    public func mediaSequence(at index: Int) -> UInt64 { sequences[index] }
+
+    /// Whether a discontinuity comes before the segment at `index` (in the playlist, or among
+    /// the #EXT-X-GAP segments left out before it).
+    public func isDiscontinuity(at index: Int) -> Bool { discontinuities.contains(index) || skipped[index]?.discontinuity == true }
+
+    /// The discontinuity sequence number of every segment: `base` (`#EXT-X-DISCONTINUITY-SEQUENCE`)
+    /// plus the discontinuity tags up to it, its own included: a server increments the tag's
+    /// value when it removes a segment with a discontinuity (RFC 8216 §6.2.2), so a segment keeps
+    /// its number from one reload to the next (as hls.js counts them).
+    func discontinuityNumbers(startingAt base: UInt64) -> [UInt64] {
+        var number = base
+        return indices.map { index in
+            if isDiscontinuity(at: index) { number &+= 1 }
+            return number
+        }
+    }
+
+    /// The date of every segment's first sample: its own `#EXT-X-PROGRAM-DATE-TIME`, else the
+    /// previous segment's date plus its duration; `nil` before the first date.
+    func programDates(startingAt first: Date?) -> [Date?] {
+        var date = first
+        var previous: Double?
+        return indices.map { index in
+            if let previous, let current = date { date = current.addingTimeInterval(previous + (skipped[index]?.duration ?? 0)) }
+            if let own = programDates[index] { date = own }
+            previous = durations[index]
+            return date
+        }
     }
 
     /// The URI of the segment at `index`, as written in the playlist.
@@ -76,9 +122,16 @@ public struct HLSSegments: RandomAccessCollection, Sendable, Hashable {
     /// Appends a segment whose URI was checked (`absolute` is its resolved text).
     mutating func append(
         reference: String, range: ByteRange?, duration: Double, title: String?, sequence: UInt64,
-        encryption: SegmentEncryption?, initSection: HLSInitSection?, isDiscontinuity: Bool, line: Int
+        encryption: SegmentEncryption?, initSection: HLSInitSection?, isDiscontinuity: Bool, line: Int, programDateTime: Date? = nil
     ) {
         let index = count
+        var isDiscontinuity = isDiscontinuity
+        if let skip = pendingSkip {
+            skipped[index] = skip
+            isDiscontinuity = isDiscontinuity || skip.discontinuity
+            pendingSkip = nil
+        }
+        if let programDateTime { programDates[index] = programDateTime }
         text.append(contentsOf: reference.utf8)
         ends.append(UInt32(truncatingIfNeeded: text.count))
         if let range {
@@ -94,6 +147,15 @@ public struct HLSSegments: RandomAccessCollection, Sendable, Hashable {
         if isDiscontinuity { discontinuities.insert(index) }
         Self.record(encryption, in: &encryptions, numbers: &encryptionNumbers, index: index)
         Self.record(initSection, in: &initSections, numbers: &initSectionNumbers, index: index)
+    }
+
+    /// Notes a segment marked `#EXT-X-GAP`, left out: its duration and discontinuity carry over
+    /// to the next segment's date and discontinuity number.
+    mutating func skip(duration: Double, isDiscontinuity: Bool, programDateTime: Date?) {
+        var skip = pendingSkip ?? Skip(duration: 0, discontinuity: false)
+        skip.duration += duration
+        skip.discontinuity = skip.discontinuity || isDiscontinuity
+        pendingSkip = skip
     }
 
     /// Notes `value` for segment `index`: the same value as the last one reuses its entry.

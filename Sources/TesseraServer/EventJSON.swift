@@ -106,7 +106,21 @@ public enum EventJSON {
             object["groupGID"] = .string(Aria2GID.of(group: group))
         }
         if let error = info.error { object["error"] = .object(errorFields(error)) }
+        if let live = info.live { object["live"] = self.live(live, recording: info.isRecording) }
         return object
+    }
+
+    /// A live recording's object: `recording` (whether it is recording now), `recordedSeconds`,
+    /// `segmentsRecorded`, `segmentsBehindLiveEdge`, `gaps`, `gapSeconds`, and `ending` once it
+    /// ended (`streamEnded`, `durationReached`, `stalled`, `stopped`).
+    public static func live(_ live: LiveRecordingInfo, recording: Bool? = nil) -> RPCValue {
+        var object: [String: RPCValue] = [
+            "recording": .bool(recording ?? live.isRecording), "recordedSeconds": .double(live.recordedSeconds),
+            "segmentsRecorded": .int(Int64(live.segmentsRecorded)), "segmentsBehindLiveEdge": .int(Int64(live.segmentsBehindLiveEdge)),
+            "gaps": .int(Int64(live.gaps)), "gapSeconds": .double(live.gapSeconds),
+        ]
+        if let ending = live.ending { object["ending"] = .string(ending.rawValue) }
+        return .object(object)
     }
 
     static func errorFields(_ error: DownloadError) -> [String: RPCValue] {

@@ -89,6 +89,17 @@ public final class LoopbackOrigin: Sendable {
         core.state.withLock { $0.resources[path] = resource }
     }
 
+    /// Serves every path under `prefix` (which ends in `/`) that no ``serve(_:_:)`` registered
+    /// with what `handler` answers for it at the time of the request (`nil`: 404): content that
+    /// changes with time, such as a live stream's playlist. The handler runs under the origin's
+    /// lock: it must be quick and must not call the origin.
+    public func serve(prefix: String, _ handler: @escaping @Sendable (_ path: String) -> Resource?) {
+        core.state.withLock { state in
+            state.prefixes.removeAll { $0.prefix == prefix }
+            state.prefixes.append((prefix, handler))
+        }
+    }
+
     /// Stops serving `path`; it answers `404` afterwards (unless it is a `/bytes/` path).
     public func remove(_ path: String) {
         core.state.withLock { $0.resources[path] = nil }
@@ -223,6 +234,7 @@ final class OriginCore: Sendable {
         var connectionNumbers = 0
         var channels: [ObjectIdentifier: any Channel] = [:]
         var contents: [String: OriginContent] = [:]
+        var prefixes: [(prefix: String, handler: @Sendable (String) -> LoopbackOrigin.Resource?)] = []
 
         /// The content of `path` at `version`, built once.
         mutating func content(path: String, version: Int) -> OriginContent {
@@ -237,6 +249,7 @@ final class OriginCore: Sendable {
 
         func resource(for path: String) -> LoopbackOrigin.Resource? {
             if let resource = resources[path] { return resource }
+            for (prefix, handler) in prefixes where path.hasPrefix(prefix) { return handler(path) }
             // /bytes/<size>/<anything>
             let parts = path.split(separator: "/", omittingEmptySubsequences: true)
             if parts.count >= 2, parts[0] == "bytes", let size = Int64(parts[1]), size >= 0 {

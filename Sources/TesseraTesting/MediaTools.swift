@@ -75,6 +75,21 @@ public enum MediaTools {
         return String(decoding: data, as: UTF8.self).contains("libx264")
     }()
 
+    /// Decodes every frame of every stream of `path` (ffmpeg into a null output, which must end
+    /// well), then counts the video frames ffprobe decodes from its start to its end; returns
+    /// that count (0 for a file without video). A file with a gap in its media decodes (as a
+    /// player plays on), and its count shows what is there.
+    @discardableResult
+    public static func decode(_ path: String) async throws -> Int {
+        try await run(try tool(ffmpeg), ["-nostdin", "-hide_banner", "-v", "error", "-i", path, "-f", "null", "-"])
+        let data = try await run(try tool(ffprobe), [
+            "-v", "error", "-select_streams", "v:0", "-count_frames", "-show_entries", "stream=nb_read_frames", "-of", "csv=p=0", path,
+        ])
+        // (MPEG-TS lists its streams under their program again: the first line counts.)
+        let first = String(decoding: data, as: UTF8.self).split(whereSeparator: \.isNewline).first
+        return first.flatMap { Int($0.trimmingCharacters(in: .whitespaces)) } ?? 0
+    }
+
     /// What ffprobe sees in a file.
     public struct Probe: Sendable, Equatable {
         /// The streams' types in order (`video`, `audio`, …).

@@ -165,3 +165,33 @@ func absolute(_ path: String) -> String {
     let full = expanded.hasPrefix("/") ? expanded : FileManager.default.currentDirectoryPath + "/" + expanded
     return (full as NSString).standardizingPath
 }
+
+/// How `get` records live streams (an HLS playlist without `#EXT-X-ENDLIST`, a dynamic MPD).
+struct LiveOptions: ParsableArguments {
+    @Option(
+        name: .customLong("live-duration"),
+        help: ArgumentHelp("A live stream's recording ends once this much media is recorded (otherwise when the stream ends, or on Ctrl-C).", valueName: "seconds"))
+    var liveDuration: Double?
+
+    @Flag(name: .customLong("live-from-start"), help: "Begin a live recording at the oldest segment the stream still offers, not at the live edge.")
+    var liveFromStart = false
+
+    @Option(
+        name: .customLong("live-stall-timeout"),
+        help: ArgumentHelp("A live stream that publishes no new segment for this long is taken as ended (default: 6 target durations, at least 30).", valueName: "seconds"))
+    var liveStallTimeout: Double?
+
+    func validate() throws {
+        if let liveDuration, !(liveDuration > 0) || !liveDuration.isFinite { throw ValidationError("--live-duration must be a number of seconds above 0") }
+        if let liveStallTimeout, !(liveStallTimeout > 0) || !liveStallTimeout.isFinite {
+            throw ValidationError("--live-stall-timeout must be a number of seconds above 0")
+        }
+    }
+
+    /// The manager's live policy for these options.
+    func apply(to policy: inout LiveRecordingPolicy) {
+        if liveFromStart { policy.start = .oldest }
+        if let liveDuration { policy.maxDuration = .nanoseconds(Int64(min(liveDuration, 1e9) * 1e9)) }
+        if let liveStallTimeout { policy.stallTimeout = .nanoseconds(Int64(min(liveStallTimeout, 1e9) * 1e9)) }
+    }
+}

@@ -43,6 +43,8 @@ struct Session {
         /// How completed tasks' files are merged (`--no-merge`: `nil`); commands that only
         /// manage tasks (`pause`, `remove`) merge nothing.
         var merging: MergePolicy? = nil
+        /// How live streams are recorded.
+        var live: LiveOptions?
     }
 
     static func open(_ settings: Settings) throws -> Session {
@@ -76,6 +78,7 @@ struct Session {
         configuration.documentTimeout = settings.network.documentTimeout
         configuration.networkMonitor = NetlinkNetworkMonitor()
         configuration.merging = settings.merging
+        settings.live?.apply(to: &configuration.live)
         let registry = makeRegistry()
         let manager = DownloadTaskManager(
             configuration: configuration, engine: engine, store: store, cache: cache, registry: registry)

@@ -90,10 +90,23 @@ struct TaskRunner {
             guard await wakes.next() != nil else { break }
         }
         if interrupted {
-            display.permanent("Interrupted: pausing; run the same command again to continue.")
-            await session.manager.stopAll()
-            // Each run stops its transfers and keeps what it has; the summary waits for that
-            // (a second Ctrl-C exits at once).
+            // A live recording ends (its file is complete and playable, merged like any other);
+            // every other task pauses, to continue next time.
+            let ended = Set(session.manager.endAllRecordings())
+            if !ended.isEmpty {
+                display.permanent("Interrupted: ending the recording of \(Display.count(ended.count, "live stream")); what was recorded is kept, playable.")
+            }
+            var paused = false
+            for info in await session.manager.checkAll() where !ended.contains(info.id) {
+                guard [.idle, .waiting, .resolving, .downloading, .interrupted].contains(info.state.kind) else { continue }
+                if !paused { display.permanent("Interrupted: pausing; run the same command again to continue.") }
+                paused = true
+                await session.manager.stop(info.id)
+            }
+            // Ctrl-C that only ended recordings ends the run as their end would have.
+            interrupted = paused || ended.isEmpty
+            // Each run stops its transfers and keeps what it has (a recording finishes its
+            // files); the summary waits for that (a second Ctrl-C exits at once).
             let deadline = ContinuousClock.now + .seconds(10)
             while !tracker.allSettled, ContinuousClock.now < deadline, await wakes.next() != nil {}
         }
@@ -310,12 +323,14 @@ struct TaskRunner {
             ]
             if let error = info.error, info.state != .completed { object["error"] = JSONEvent.error(error) }
             if let time = outcome.times[info.id] { object["seconds"] = Double(time.components.seconds) + Double(time.components.attoseconds) / 1e18 }
+            if let live = info.live { object["live"] = JSONEvent.live(live) }
             let merged = merges[info.id]?.result
             if let merged { object["merged"] = ["path": merged.path, "size": merged.size] }
             tasks.append(object)
             let mark = info.state == .completed ? "✓" : (info.state == .paused ? "‖" : "✗")
             var line = "\(mark) \(info.state.description.padding(toLength: 11, withPad: " ", startingAt: 0)) \(ByteCount.format(info.bytesDone).padding(toLength: 11, withPad: " ", startingAt: 0)) \(info.title)"
             if info.state != .completed, let error = info.error { line += " — \(error.message)" }
+            if let live = info.live, info.state == .completed { line += " — " + Display.liveSummary(live) }
             lines.append(line)
             if let merged {
                 // The parts are gone: the merged file stands for them (and any output not merged).

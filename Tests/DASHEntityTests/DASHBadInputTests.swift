@@ -221,13 +221,16 @@ import TesseraTestSupport
 
     // MARK: Unsupported content
 
-    @Test func liveStreamsAreRefused() {
+    @Test func aLiveMPDWithoutAnAvailabilityStartTimeIsRefused() {
+        // Live MPDs are read (DASHLiveTests); one whose segments cannot be placed in time is not.
         let live = """
-            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="dynamic" availabilityStartTime="2024-01-01T00:00:00Z" minimumUpdatePeriod="PT2S">
+            <MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="dynamic" minimumUpdatePeriod="PT2S">
               <Period start="PT0S">\(Self.simpleSet)</Period>
             </MPD>
             """
-        expectDownloadError(.unsupportedContent, "live streams are not supported") { _ = try manifest(live) }
+        expectDownloadError(.manifestInvalid, "no @availabilityStartTime") { _ = try manifest(live) }
+        let badDate = live.replacingOccurrences(of: "type=\"dynamic\"", with: "type=\"dynamic\" availabilityStartTime=\"yesterday\"")
+        expectDownloadError(.manifestInvalid, "@availabilityStartTime=\"yesterday\"") { _ = try manifest(badDate) }
     }
 
     @Test func drmOnASelectedRepresentationIsRefusedNamingTheScheme() throws {

@@ -189,7 +189,7 @@ import Testing
 
     // MARK: Refused content
 
-    @Test func aMediaPlaylistWithoutEndListIsRefused() async throws {
+    @Test func aMediaPlaylistWithoutEndListResolvesToALiveManifest() async throws {
         try await withHarness { harness in
             let fixture = HLSFixture.install(on: harness.origin)
             // The best variant turns live.
@@ -202,17 +202,16 @@ import Testing
                 #EXTINF:4.000,
                 seg-101.m4s
                 """, contentType: HLSFixture.playlistContentType))
-            let info = try await harness.download(fixture.inputs[0])
-            #expect(info.state == .invalid)
-            #expect(info.error?.code == .unsupportedContent)
-            #expect(info.error?.message.contains("live playlists are not supported") == true, "\(String(describing: info.error))")
-            #expect(info.error?.message.contains("720p variant") == true)
+            let entity = try #require(try await harness.entity(fixture.inputs[0]) as? HLSEntity)
+            let manifest = try await entity.resolve(in: ResolveContext(engine: harness.engine))
+            #expect(manifest.live == LiveManifestInfo(kind: "HLS", targetDuration: 4, windowSegments: 2))
+            let selected = try #require(manifest.outputs.firstIndex { $0.isSelected && $0.media?.identifier == "720p" })
+            #expect(manifest.metadata["hls.mediaPlaylist.\(selected)"] == harness.origin.url(fixture.bestVariantPath).absoluteString)
+            // Its source reloads the selected playlists: the window, keyed by media sequence.
+            var source = try entity.liveSource(for: manifest, in: ResolveContext(engine: harness.engine))
+            let windows = try await source.reload(from: [:], clock: SystemLiveClock(), in: ResolveContext(engine: harness.engine))
+            #expect(windows[selected]?.segments.map(\.key.position) == [100, 101])
             #expect(harness.origin.requestCount(for: "/hls/fixture/v720/seg-100.m4s") == 0)
-            #expect(filesUnder(harness.downloadRoot).isEmpty)
-            // Given directly, too.
-            let direct = try await harness.download(harness.origin.url(fixture.bestVariantPath).absoluteString)
-            #expect(direct.state == .invalid)
-            #expect(direct.error?.code == .unsupportedContent)
         }
     }
 

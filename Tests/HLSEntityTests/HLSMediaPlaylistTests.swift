@@ -366,28 +366,16 @@ import TesseraTestSupport
         }
     }
 
-    // MARK: Live
+    // MARK: Live (see HLSLivePlaylistTests)
 
-    @Test func liveAndEventPlaylistsAreRefused() {
-        // RFC 8216 §8.2 (live, sliding window).
-        expectDownloadError(.unsupportedContent, "live playlists are not supported") {
-            _ = try media("""
-                #EXTM3U
-                #EXT-X-VERSION:3
-                #EXT-X-TARGETDURATION:8
-                #EXT-X-MEDIA-SEQUENCE:2680
-
-                #EXTINF:7.975,
-                https://priv.example.com/fileSequence2680.ts
-                #EXTINF:7.941,
-                https://priv.example.com/fileSequence2681.ts
-                #EXTINF:7.975,
-                https://priv.example.com/fileSequence2682.ts
-                """)
-        }
-        expectDownloadError(.unsupportedContent, "live playlists are not supported") {
-            _ = try media("#EXTM3U\n#EXT-X-PLAYLIST-TYPE:EVENT\n#EXTINF:4,\na.ts\n")
-        }
+    @Test func liveAndEventPlaylistsAreReadAsTheyAreNow() throws {
+        // RFC 8216 §8.2 (live, sliding window): no longer refused, read as a live window.
+        let live = try media("#EXTM3U\n#EXT-X-TARGETDURATION:8\n#EXT-X-MEDIA-SEQUENCE:2680\n#EXTINF:7.975,\na.ts\n")
+        #expect(live.isLive && !live.hasEndList)
+        let event = try media("#EXTM3U\n#EXT-X-PLAYLIST-TYPE:EVENT\n#EXTINF:4,\na.ts\n")
+        #expect(event.isLive)
+        let vod = try media("#EXTM3U\n#EXT-X-PLAYLIST-TYPE:VOD\n#EXTINF:4,\na.ts\n")
+        #expect(!vod.isLive)
     }
 
     // MARK: Limits

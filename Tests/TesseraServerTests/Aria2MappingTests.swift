@@ -48,6 +48,16 @@ import Testing
             eta: nil, outputs: outputs, error: nil, resolveCount: 1, weight: 0)
     }
 
+    @Test func aGroupRecordingALiveStreamIsActive() {
+        #expect(Aria2Mapping.status(of: DownloadGroupInfo.State.recording) == "active")
+        var live = info(state: .downloading, done: 4096, total: nil, outputs: [])
+        live.live = LiveRecordingInfo()
+        let json = Aria2Mapping.status(of: live, dir: "/d", uris: [], connections: 1).json()
+        #expect(json["status"] == "active" && json["totalLength"] == "0" && json["completedLength"] == "4096")
+        let rollUp = DownloadTaskGroup(key: "g").rollUp(children: [live, info(state: .downloading, done: 1, total: 2, outputs: [])])
+        #expect(rollUp.state == .recording && rollUp.bytesTotal == nil)
+    }
+
     @Test func outputsAreFilesAndNumbersAreStrings() {
         let outputs = [
             DownloadTaskInfo.OutputInfo(name: "v.mp4", path: "/d/v.mp4", expectedSize: 100, isComplete: true),

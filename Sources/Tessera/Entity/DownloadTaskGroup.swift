@@ -37,14 +37,17 @@ open class DownloadTaskGroup: @unchecked Sendable {
 
     /// The group's state, bytes, speed and ETA from the tally of its children.
     ///
-    /// Default rules: any child downloading or resolving -> downloading; else any waiting ->
+    /// Default rules: any child recording a live stream -> recording; else any child
+    /// downloading or resolving -> downloading; else any waiting ->
     /// waiting; all completed -> completed; any invalid or failed and the rest finished ->
     /// failed; any interrupted -> interrupted; else paused. Bytes and speeds are sums; the ETA
     /// is the remaining bytes over the summed speed.
     open func rollUp(tally: DownloadGroupTally) -> DownloadGroupInfo.RollUp {
         let state: DownloadGroupInfo.State
         let finished = tally.count(where: { $0 == .completed || $0 == .failed || $0 == .invalid })
-        if tally.count(where: \.isRunning) > 0 {
+        if tally.recording > 0 {
+            state = .recording
+        } else if tally.count(where: \.isRunning) > 0 {
             state = .downloading
         } else if tally.count(where: { $0 == .waiting }) > 0 {
             state = .waiting

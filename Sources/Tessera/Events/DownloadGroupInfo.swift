@@ -3,6 +3,8 @@ public struct DownloadGroupInfo: Sendable, Equatable {
     /// A group's state, rolled up from its children.
     public enum State: String, Sendable, Hashable, Codable {
         case waiting, downloading, paused, interrupted, completed, failed
+        /// A child records a live stream (it has no end to roll up to yet).
+        case recording
     }
 
     /// What ``DownloadTaskGroup/rollUp(children:)`` computes.

@@ -12,18 +12,23 @@ public struct DownloadGroupTally: Sendable, Equatable {
         public var bytesTotal: Int64?
         /// Speed (0 unless running).
         public var bytesPerSecond: Double
+        /// Whether the child is recording a live stream (``DownloadTaskInfo/isRecording``).
+        public var isRecording: Bool
 
         /// A child's part, from its snapshot.
         public init(_ info: DownloadTaskInfo) {
-            self.init(state: info.state, bytesDone: info.bytesDone, bytesTotal: info.bytesTotal, bytesPerSecond: info.bytesPerSecond)
+            self.init(
+                state: info.state, bytesDone: info.bytesDone, bytesTotal: info.bytesTotal, bytesPerSecond: info.bytesPerSecond,
+                isRecording: info.isRecording)
         }
 
         /// A child's part; the speed counts only while `state` is running.
-        public init(state: DownloadTaskState, bytesDone: Int64, bytesTotal: Int64?, bytesPerSecond: Double) {
+        public init(state: DownloadTaskState, bytesDone: Int64, bytesTotal: Int64?, bytesPerSecond: Double, isRecording: Bool = false) {
             self.state = state
             self.bytesDone = bytesDone
             self.bytesTotal = bytesTotal
             self.bytesPerSecond = state.isRunning ? bytesPerSecond : 0
+            self.isRecording = isRecording && state.isRunning
         }
     }
 
@@ -35,6 +40,8 @@ public struct DownloadGroupTally: Sendable, Equatable {
     private var total: Int128 = 0
     private var unknownTotals = 0
     private var speed: Double = 0
+    /// Children recording a live stream.
+    public private(set) var recording = 0
 
     /// An empty tally.
     public init() {}
@@ -56,6 +63,7 @@ public struct DownloadGroupTally: Sendable, Equatable {
         done += Int128(entry.bytesDone)
         if let bytesTotal = entry.bytesTotal { total += Int128(bytesTotal) } else { unknownTotals += 1 }
         speed += entry.bytesPerSecond
+        if entry.isRecording { recording += 1 }
     }
 
     /// Counts a child out (an entry that was added).
@@ -66,6 +74,7 @@ public struct DownloadGroupTally: Sendable, Equatable {
         done -= Int128(entry.bytesDone)
         if let bytesTotal = entry.bytesTotal { total -= Int128(bytesTotal) } else { unknownTotals -= 1 }
         speed -= entry.bytesPerSecond
+        if entry.isRecording { recording -= 1 }
         if count == 0 || !states.keys.contains(where: \.isRunning) { speed = 0 }
     }
 

@@ -40,6 +40,14 @@ public struct DownloadTaskInfo: Sendable, Equatable {
     /// a format selector's `all`), each a file of its own that is never merged.
     public var outputsAreAlternatives = false
 
+    /// For a live stream (``DownloadManifest/live``): how its recording stands. Its
+    /// ``bytesTotal`` is `nil` (the stream grows) and its state `downloading` while it records:
+    /// ``isRecording`` tells the two apart.
+    public var live: LiveRecordingInfo? = nil
+
+    /// Whether the task is recording a live stream now.
+    public var isRecording: Bool { state.isRunning && live?.isRecording == true }
+
     /// Done over total, when the total is known.
     public var fractionDone: Double? {
         guard let bytesTotal, bytesTotal > 0 else { return bytesTotal == 0 ? 1 : nil }

@@ -45,11 +45,11 @@ struct ContentRange: Hashable, Sendable {
 
 /// HTTP dates (RFC 9110 §5.6.7): IMF-fixdate, and the obsolete RFC 850 and asctime forms a
 /// recipient must still accept.
-enum HTTPDate {
+public enum HTTPDate {
     private static let months = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"]
 
     /// Seconds since 1970 for an HTTP date, or `nil` when the text is not one.
-    static func parse(_ value: String) -> Int64? {
+    public static func parse(_ value: String) -> Int64? {
         if let fixed = parseFixdate(value) { return fixed }
         let words = value.split(whereSeparator: { $0 == " " || $0 == "," }).map(String.init)
         // IMF-fixdate: Sun, 06 Nov 1994 08:49:37 GMT -> [Sun, 06, Nov, 1994, 08:49:37, GMT]

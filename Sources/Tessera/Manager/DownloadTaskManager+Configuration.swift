@@ -61,6 +61,9 @@ extension DownloadTaskManager {
         /// `tessera get` and `tessera serve` do (see ``MergePolicy``); the task's outputs are then
         /// the merged file. `nil` keeps every file as downloaded (their `--no-merge`).
         public var merging: MergePolicy? = MergePolicy()
+
+        /// How live streams are recorded: where a recording joins, how long it lasts, the clock.
+        public var live = LiveRecordingPolicy()
         /// Where to log.
         public var logger = Logger(label: "tessera.manager")
 

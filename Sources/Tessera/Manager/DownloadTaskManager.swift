@@ -39,6 +39,8 @@ public actor DownloadTaskManager {
     /// The segment cache, if the manager has one.
     public nonisolated let cache: SegmentCache?
     nonisolated let hub = EventHub()
+    /// The live recordings running now, to end them on request (Live/LiveRecordings.swift).
+    nonisolated let liveRecordings = LiveRecordings()
     nonisolated let layout: FileLayout
     nonisolated let diskGate: DiskGate?
     nonisolated let executor: BlockingExecutor
@@ -829,6 +831,7 @@ public actor DownloadTaskManager {
         let snapshot = task.progress?.snapshot ?? task.summary
         let (done, total, isEstimate) = task.amounts(snapshot, state: state)
         let remaining = total.map { max(0, $0 - done) }
+        let isLive = task.manifest?.isLive == true
         return DownloadTaskInfo(
             id: task.id, title: task.manifest?.title ?? task.entity.title, groupKey: task.groupKey, state: state,
             mode: task.mode, bytesDone: done, bytesTotal: total,
@@ -837,7 +840,8 @@ public actor DownloadTaskManager {
             eta: state.isRunning ? task.speed.eta(remaining: remaining) : nil,
             outputs: task.outputInfos(complete: state == .completed), error: task.lastError,
             resolveCount: task.resolveCount, weight: scheduler.weight(of: task.handle),
-            outputsAreAlternatives: task.manifest?.selectsAlternatives ?? false)
+            outputsAreAlternatives: task.manifest?.selectsAlternatives ?? false,
+            live: isLive ? snapshot.live ?? LiveRecordingInfo() : nil)
     }
 
     private func taskRecord(_ task: ManagedTask, state: DownloadTaskState) -> TaskRecord {

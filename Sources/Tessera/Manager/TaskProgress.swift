@@ -18,6 +18,8 @@ final class TaskProgress: Sendable {
         /// starting from what it found on disk, bad bytes dropped): a speed is measured within
         /// one epoch.
         var epoch = 0
+        /// A live recording's state (no total: the stream is still growing).
+        var live: LiveRecordingInfo? = nil
 
         /// The total, estimated from the finished segments when sizes are missing; `nil` until
         /// a tenth of the segments (and at least three) are done, and before the run has said
@@ -43,6 +45,7 @@ final class TaskProgress: Sendable {
         var unknownSizes = 0
         var inFlight: [Int: Int64] = [:]
         var epoch = TaskProgress.newEpoch()
+        var live: LiveRecordingInfo?
     }
 
     private let state: Locked<State>
@@ -58,6 +61,7 @@ final class TaskProgress: Sendable {
             initial.segmentCount = max(0, last.segmentCount)
             initial.knownBytes = max(0, last.knownBytes)
             initial.unknownSizes = max(0, last.unknownSizes)
+            initial.live = last.live
         }
         state = Locked(initial)
     }
@@ -75,7 +79,7 @@ final class TaskProgress: Sendable {
             for value in state.inFlight.values { bytes = bytes.saturatingAdding(value) }
             return Snapshot(
                 bytes: bytes, doneSegments: state.doneSegments, segmentCount: state.segmentCount,
-                knownBytes: state.knownBytes, unknownSizes: state.unknownSizes, epoch: state.epoch)
+                knownBytes: state.knownBytes, unknownSizes: state.unknownSizes, epoch: state.epoch, live: state.live)
         }
     }
 
@@ -86,6 +90,11 @@ final class TaskProgress: Sendable {
                 doneBytes: doneBytes, doneSegments: doneSegments, segmentCount: segmentCount, knownBytes: knownBytes,
                 unknownSizes: unknownSizes, epoch: Self.newEpoch())
         }
+    }
+
+    /// A live recording's state now.
+    func setLive(_ live: LiveRecordingInfo) {
+        state.withLock { $0.live = live }
     }
 
     /// A transfer (`job`) has `bytes` of its span on disk or arriving.

@@ -787,15 +787,24 @@ extension TaskRun {
     /// the writer moves its final path there, and the manager hears of it (for the task's
     /// snapshots and the store). Any thread.
     func claimName(of writer: OutputWriter, original: String, taken: Set<String>) {
-        let output = writer.output, layout = services.layout, entity = self.entity
-        let (name, path) = services.claims.claimFirstFree(original, for: id, releasing: writer.finalPath, taken: taken) { name in
+        let path = claimFirstFree(writer.output, index: writer.index, original: original, releasing: writer.finalPath, taken: taken)
+        if path != writer.finalPath { writer.rename(to: path) }
+    }
+
+    /// Claims for output `index` (`output` of the manifest) the first of `original`,
+    /// `original.1`, … that no other task's output holds and that is not in `taken`, letting go
+    /// of `current`; the manager hears of a new name. Returns its path. Any thread.
+    func claimFirstFree(
+        _ output: DownloadOutput, index: Int, original: String, releasing current: String?, taken: Set<String>
+    ) -> String {
+        let layout = services.layout, entity = self.entity
+        let (name, path) = services.claims.claimFirstFree(original, for: id, releasing: current, taken: taken) { name in
             var renamed = output
             renamed.name = name
             return layout.outputPath(entity: entity, output: renamed)
         }
-        guard path != writer.finalPath else { return }
-        writer.rename(to: path)
-        mailbox.report(.named(output: writer.index, name: name, original: original))
+        if path != current { mailbox.report(.named(output: index, name: name, original: original)) }
+        return path
     }
 
     /// Finishes an output whose segments are all in, at its final path as it stands: the partial

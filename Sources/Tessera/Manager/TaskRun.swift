@@ -275,6 +275,7 @@ final class TaskRun: Sendable {
                 throw CancellationError()
             }
             shared.setExpiry(named.expiresAt)
+            if named.isLive { return try await recordLive(named, announced: demand != nil) }
             if changed { await discardEverything(named) }
             let writers = try await prepare(named, fresh: fresh)
             let demanded = demand != nil
@@ -529,6 +530,7 @@ final class TaskRun: Sendable {
     /// The segment slots a new manifest wants at once, by host: one per segment of the outputs
     /// this run produces (a single output starts with one connection).
     static func demand(of manifest: DownloadManifest, mode: DownloadTaskMode, shared: RunShared) -> [String: Int] {
+        guard !manifest.isLive else { return [:] }
         var demand: [String: Int] = [:]
         for output in manifest.outputs where mode == .cacheOnly || output.isSelected {
             let hosts = output.segments.countByHost { segment in

@@ -17,17 +17,21 @@ public struct DownloadManifest: Sendable, Codable, Hashable {
     public var sourceURL: URL?
     /// Free-form facts for display (duration, format, server's quality code …).
     public var metadata: [String: String]
+    /// Set when the manifest is a live stream that is still being published: the manager then
+    /// records it (see ``LiveStreamParser``) instead of downloading its segments once.
+    public var live: LiveManifestInfo?
 
     /// Creates a manifest.
     public init(
         title: String? = nil, outputs: [DownloadOutput], expiresAt: Date? = nil, sourceURL: URL? = nil,
-        metadata: [String: String] = [:]
+        metadata: [String: String] = [:], live: LiveManifestInfo? = nil
     ) {
         self.title = title
         self.outputs = outputs
         self.expiresAt = expiresAt
         self.sourceURL = sourceURL
         self.metadata = metadata
+        self.live = live
     }
 
     /// The outputs that will be downloaded.
@@ -57,7 +61,7 @@ public struct DownloadManifest: Sendable, Codable, Hashable {
             guard names.insert(name).inserted else {
                 throw DownloadError(.manifestInvalid, "two outputs are named \"\(name)\"")
             }
-            try output.validate()
+            try output.validate(live: live != nil)
         }
         // Every size is at most maxTotalBytes (checked above), so these sums cannot overflow.
         var known: Int64 = 0
@@ -164,8 +168,9 @@ public struct DownloadOutput: Sendable, Codable, Hashable {
         isNamedByResponse = try container.decodeIfPresent(Bool.self, forKey: .isNamedByResponse) ?? false
     }
 
-    func validate() throws(DownloadError) {
-        guard !segments.isEmpty else {
+    /// Checks the output; a live output may have no segment yet (its stream has not published one).
+    func validate(live: Bool = false) throws(DownloadError) {
+        guard live || !segments.isEmpty else {
             throw DownloadError(.manifestInvalid, "the output \"\(name)\" has no segments")
         }
         if let expectedSize, expectedSize < 0 {

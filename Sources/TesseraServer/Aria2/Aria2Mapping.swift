@@ -26,7 +26,7 @@ public enum Aria2Mapping {
     public static func status(of state: DownloadGroupInfo.State) -> String {
         switch state {
         case .waiting, .interrupted: "waiting"
-        case .downloading: "active"
+        case .downloading, .recording: "active"
         case .paused: "paused"
         case .completed: "complete"
         case .failed: "error"

@@ -134,7 +134,7 @@ public enum DashboardAssets {
         });
         td.appendChild(b);
       };
-      if (["downloading", "resolving", "waiting", "interrupted"].some(s => state.startsWith(s))) add("Pause", "aria2.pause");
+      if (["downloading", "recording", "resolving", "waiting", "interrupted"].some(s => state.startsWith(s))) add("Pause", "aria2.pause");
       if (state === "paused" || state === "idle") add("Resume", "aria2.unpause");
       if (["completed", "failed", "invalid"].includes(state)) add("Clear", "aria2.removeDownloadResult");
       else add("Remove", "aria2.remove");
@@ -147,7 +147,9 @@ public enum DashboardAssets {
       row.dataset.state = t.state;
       cell(row, t.title);
       cell(row, t.plugin || "");
-      cell(row, t.state, "state-" + t.state.replace(/\(.*/, ""));
+      // A live stream being recorded says so (its state is downloading, without a total).
+      const shown = t.live && t.live.recording ? "recording" : t.state;
+      cell(row, shown, "state-" + shown.replace(/\(.*/, ""));
       progressCell(row, t.bytesDone, t.bytesTotal, t.title);
       cell(row, t.bytesPerSecond > 0 ? bytes(t.bytesPerSecond) + "/s" : "");
       cell(row, eta(t.etaSeconds));

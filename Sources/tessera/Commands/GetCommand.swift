@@ -11,7 +11,9 @@ struct GetCommand: AsyncParsableCommand {
             Plain URLs are saved under their own name (the server's Content-Disposition name when \
             it sends one), made unique with a number, never overwriting a file. Manifests (.mpd, \
             .m3u8, .meta4) are recognised by their name or Content-Type. Ctrl-C pauses; the same \
-            command run again continues where it stopped.
+            command run again continues where it stopped. A live stream (HLS without \
+            #EXT-X-ENDLIST, a dynamic MPD) is recorded until it ends, until --live-duration, or \
+            until Ctrl-C, which ends the recording with a playable (merged) file.
             """
     )
 
@@ -21,6 +23,7 @@ struct GetCommand: AsyncParsableCommand {
     @OptionGroup var state: StateOptions
     @OptionGroup var output: DisplayOptions
     @OptionGroup var merge: MergeOptions
+    @OptionGroup var live: LiveOptions
     @OptionGroup var config: ConfigOptions
 
     @Flag(name: .customLong("dry-run"), help: "Resolve the inputs and show what would be downloaded (as `tessera resolve`), without downloading.")
@@ -36,7 +39,8 @@ struct GetCommand: AsyncParsableCommand {
             return
         }
         try await DownloadRun(
-            input: input, download: download, network: network, state: state, output: output, mode: .download, merge: merge
+            input: input, download: download, network: network, state: state, output: output, mode: .download, merge: merge,
+            live: live
         ).execute()
     }
 }
@@ -137,6 +141,8 @@ struct DownloadRun {
     var mode: DownloadTaskMode
     /// How `get` merges a finished task's tracks or parts (`nil`: `cache`, which writes none).
     var merge: MergeOptions? = nil
+    /// How `get` records live streams.
+    var live: LiveOptions? = nil
 
     func execute() async throws {
         TerminalLogHandler.level.withLock { $0 = output.logLevel }
@@ -157,7 +163,7 @@ struct DownloadRun {
             session = try Session.open(Session.Settings(
                 downloadRoot: download.root, jobs: download.jobs, segments: download.segments,
                 connectionsPerFile: download.connectionsPerFile, network: network, state: state,
-                outputTemplate: download.template, merging: mode == .download ? merge?.policy : nil))
+                outputTemplate: download.template, merging: mode == .download ? merge?.policy : nil, live: live))
         } catch where StateLock.isBusy(error) {
             // Another tessera runs on this state directory: it takes the inputs.
             let code = try await Handoff(

@@ -71,13 +71,17 @@ final class Display: Sendable {
     func redraw(tasks: [DownloadTaskInfo], groups: [DownloadGroupInfo]) {
         guard mode == .live else { return }
         var rows: [BoardRow] = []
-        for group in groups where group.state == .downloading || group.state == .waiting {
+        for group in groups where group.state == .downloading || group.state == .waiting || group.state == .recording {
             rows.append(Self.progressRow(
                 title: "▸ group \(group.title) (\(Self.count(group.childCount, "task")))", done: group.rollUp.bytesDone,
                 total: group.rollUp.bytesTotal, speed: group.rollUp.bytesPerSecond, eta: group.rollUp.eta, state: group.state.rawValue))
         }
         let running = tasks.filter { $0.state.isRunning || $0.state.isInterrupted }
         for task in running.prefix(20) {
+            if let live = task.live, task.state == .downloading {
+                rows.append(Self.liveRow(title: task.title, done: task.bytesDone, speed: task.bytesPerSecond, live: live))
+                continue
+            }
             rows.append(Self.progressRow(
                 title: task.title, done: task.bytesDone, total: task.bytesTotal, speed: task.bytesPerSecond,
                 eta: task.eta, state: task.state.description, segments: (task.segmentsDone, task.segmentsTotal),
@@ -182,6 +186,40 @@ final class Display: Sendable {
             status: state == "downloading" ? "" : " [\(state)]")
     }
 
+    /// A live recording's row: `● REC`, the bytes and the media recorded, the speed, how many
+    /// segments it is behind the live edge, and its gaps.
+    static func liveRow(title: String, done: Int64, speed: Double, live: LiveRecordingInfo) -> BoardRow {
+        var status = ""
+        if live.gaps > 0 { status = " [\(count(live.gaps, "gap")), \(seconds(live.gapSeconds)) lost]" }
+        return BoardRow(
+            percent: " ● REC", amount: "\(ByteCount.format(done))  \(seconds(live.recordedSeconds)) rec", rate: speed > 0 ? ByteCount.speed(speed) : "-",
+            eta: "\(live.segmentsBehindLiveEdge) behind", title: title, status: status)
+    }
+
+    /// A length of media: `45.0 s`, `12m05s`, `1h02m03s`.
+    static func seconds(_ value: Double) -> String {
+        guard value.isFinite, value >= 0 else { return "-" }
+        if value < 60 { return String(format: "%.1f s", value) }
+        let whole = Int(value.rounded(.down))
+        let (hours, minutes, rest) = (whole / 3600, whole / 60 % 60, whole % 60)
+        return hours > 0 ? String(format: "%dh%02dm%02ds", hours, minutes, rest) : String(format: "%dm%02ds", minutes, rest)
+    }
+
+    /// What a finished live recording says: `recorded 1m23s, ended: stream ended, 1 gap (4.0 s lost)`.
+    static func liveSummary(_ live: LiveRecordingInfo) -> String {
+        let ending: String =
+            switch live.ending {
+            case .streamEnded: "the stream ended"
+            case .durationReached: "the duration was reached"
+            case .stalled: "the stream stalled"
+            case .stopped: "ended by request"
+            case nil: "not ended"
+            }
+        var text = "recorded \(seconds(live.recordedSeconds)) (\(count(live.segmentsRecorded, "segment"))), \(ending)"
+        if live.gaps > 0 { text += ", \(count(live.gaps, "gap")) (\(seconds(live.gapSeconds)) lost)" }
+        return text
+    }
+
     /// `count` and `noun`, in the plural when it is not 1.
     static func count(_ count: Int, _ noun: String) -> String {
         "\(count) \(noun)\(count == 1 ? "" : "s")"
@@ -190,7 +228,7 @@ final class Display: Sendable {
     static func finishedLine(_ info: DownloadTaskInfo) -> String {
         switch info.state {
         case .completed:
-            return "✓ \(info.title) — \(ByteCount.format(info.bytesDone))"
+            return "✓ \(info.title) — \(ByteCount.format(info.bytesDone))" + (info.live.map { ", " + liveSummary($0) } ?? "")
         default:
             return "✗ \(info.title) — \(info.state)" + (info.error.map { ": \($0.message)" } ?? "")
         }
@@ -199,8 +237,9 @@ final class Display: Sendable {
     static func line(for event: DownloadEvent) -> String? {
         switch event {
         case .taskStateChanged(let info, _):
-            var line = "\(info.state) \(info.id)"
-            if info.state == .completed { line += " (\(ByteCount.format(info.bytesDone)))" }
+            // A live stream downloading is being recorded.
+            var line = "\(info.live != nil && info.state == .downloading ? "recording" : info.state.description) \(info.id)"
+            if info.state == .completed { line += " (\(ByteCount.format(info.bytesDone))" + (info.live.map { ", " + liveSummary($0) } ?? "") + ")" }
             if info.state == .failed || info.state == .invalid || info.state.isInterrupted, let error = info.error {
                 line += ": \(error.message)"
             }
@@ -226,6 +265,10 @@ enum JSONEvent {
 
     static func error(_ error: DownloadError) -> [String: Any] {
         EventJSON.error(error).foundationObject as? [String: Any] ?? [:]
+    }
+
+    static func live(_ live: LiveRecordingInfo) -> [String: Any] {
+        EventJSON.live(live).foundationObject as? [String: Any] ?? [:]
     }
 }
 

@@ -146,8 +146,10 @@ do {
         let values = Array(arguments.dropFirst())
         guard values.count == 3 else { fail("usage: tessera-test-helper durable STORE ROOT MANIFEST-URL") }
         try await durableScenario(store: values[0], root: values[1], manifest: values[2])
+    case "live-origin":
+        try await liveOriginScenario(Array(arguments.dropFirst()))
     default:
-        fail("usage: tessera-test-helper memory [SIZE] | scale [COUNT] | durable STORE ROOT MANIFEST-URL")
+        fail("usage: tessera-test-helper memory [SIZE] | scale [COUNT] | durable STORE ROOT MANIFEST-URL | live-origin KEY=VALUE...")
     }
 } catch {
     fail("\(error)")
