@@ -114,8 +114,14 @@ struct TaskRunner {
             // The merges of the tasks that completed (each began as its task completed) end
             // before the summary; Ctrl-C stops them (the shutdown stops ffmpeg).
             let manager = session.manager
-            _ = try? await interrupt.unlessInterrupted({ await manager.finishMerging() })
-            interrupted = interrupt.fired
+            if interrupt.fired {
+                // Ctrl-C that only ended recordings: their merges finish (a second Ctrl-C
+                // exits at once).
+                await manager.finishMerging()
+            } else {
+                _ = try? await interrupt.unlessInterrupted({ await manager.finishMerging() })
+                interrupted = interrupt.fired
+            }
         }
         ticker.cancel()
         await session.manager.shutdown()
