@@ -30,7 +30,8 @@ public final class XMLStreamReader {
             /// An end tag.
             case endElement
             /// Character data: text or a CDATA section. Text consisting only of whitespace is
-            /// not reported. Long or mixed content may arrive as more than one text node.
+            /// reported only by a reader made with `reportsWhitespace: true`. Long or mixed
+            /// content may arrive as more than one text node.
             case text
         }
 
@@ -40,20 +41,30 @@ public final class XMLStreamReader {
         public var name: String
         /// The element's namespace URI, or `nil` when it is in no namespace (and for text).
         public var namespaceURI: String?
+        /// The prefix the document uses for the element's namespace (`"mpd"` for `<mpd:MPD>`),
+        /// or `nil` for an unprefixed name (and for text). Match on ``namespaceURI``, not on
+        /// the prefix.
+        public var prefix: String?
         /// The nesting depth: 0 for the root element, 1 for its children; text is one level
         /// deeper than the element that contains it.
         public var depth: Int
         /// A start tag's attributes (namespace declarations excluded): attributes in no
         /// namespace by name, others by qualified name (`"xlink:href"`). Empty for other kinds.
+        ///
+        /// The prefix `xml` always stands for the XML namespace, so `attributes["xml:base"]`
+        /// and `attributes["xml:lang"]` are `xml:base` and `xml:lang` whatever the document
+        /// declares (XML Namespaces 1.0 forbids binding another prefix to that namespace).
         public var attributes: [String: String]
         /// The characters of a text node (CDATA content included); `nil` for elements.
         public var text: String?
         /// Whether a start tag is an empty-element tag (`<S t="0"/>`); no ``Kind/endElement``
         /// follows it.
         public var isEmptyElement: Bool
-        /// The source line of the node, for error messages (0 when unknown); for an end tag,
-        /// an approximation. Past line 65535 it may be reported as 65535 (see
-        /// ``SafeXMLElement/line``).
+        /// The source line of the node, for error messages (0 when unknown): for a start tag,
+        /// the line ``SafeXMLElement/line`` gives for the same element of the same document;
+        /// for an end tag, an approximation. Past line 65535 a start tag's line is taken from
+        /// nearby text and may be reported as 65535 (see ``SafeXMLElement/line``); a text
+        /// node's line stays exact.
         public var line: Int
     }
 
@@ -65,13 +76,22 @@ public final class XMLStreamReader {
     private var checkedDTD = false
     private var finished = false
     private var failure: DownloadError?
+    private let reportsWhitespace: Bool
 
     /// Prepares to read `data`. Nothing is parsed until the first ``next()``.
     ///
+    /// - Parameters:
+    ///   - data: The document.
+    ///   - options: Size, depth and element-count limits.
+    ///   - reportsWhitespace: Whether text that is only whitespace (the line breaks and
+    ///     indentation between elements) is reported as ``Node/Kind/text`` too. Off by
+    ///     default; a reader that must see an element's text exactly as
+    ///     ``SafeXMLElement/text`` gives it (every descendant's text, whitespace included)
+    ///     turns it on.
     /// - Throws: ``DownloadError`` with ``DownloadError/Code/manifestTooLarge`` when `data` is
     ///   over ``XMLParseOptions/maxDocumentSize``, and ``DownloadError/Code/manifestInvalid``
     ///   when it is empty.
-    public init(data: Data, options: XMLParseOptions = .init()) throws(DownloadError) {
+    public init(data: Data, options: XMLParseOptions = .init(), reportsWhitespace: Bool = false) throws(DownloadError) {
         LibXML2.ensureInitialized()
         try options.checkSize(data.count)
         guard !data.isEmpty else {
@@ -95,6 +115,7 @@ public final class XMLStreamReader {
         self.reader = reader
         self.buffer = buffer
         self.options = options
+        self.reportsWhitespace = reportsWhitespace
         xmlTextReaderSetStructuredErrorHandler(
             reader,
             { argument, error in
@@ -134,7 +155,7 @@ public final class XMLStreamReader {
     private func readNext() throws(DownloadError) -> Node? {
         while true {
             let status = LibXML2.collectingThreadErrors(into: state.errors) { xmlTextReaderRead(reader) }
-            if let unsafe = state.unsafe { throw unsafe }
+            if let unsafe = state.unsafe { throw treeParserRefusal(or: unsafe) }
             if status < 0 || state.errors.first != nil {
                 throw state.errors.malformedError(options: options, fallback: xmlError())
             }
@@ -146,7 +167,9 @@ public final class XMLStreamReader {
             if !checkedDTD {
                 // The whole prolog, DOCTYPE included, is parsed before the first node comes out.
                 checkedDTD = true
-                if let doc = current?.pointee.doc, let unsafe = LibXML2.unsafeDTDError(in: doc) { throw unsafe }
+                if let doc = current?.pointee.doc, let unsafe = LibXML2.unsafeDTDError(in: doc) {
+                    throw treeParserRefusal(or: unsafe)
+                }
             }
             let line = current.map { Int(xmlGetLineNo($0)) } ?? 0
             let depth = Int(xmlTextReaderDepth(reader))
@@ -158,17 +181,22 @@ public final class XMLStreamReader {
                     kind: .endElement,
                     name: LibXML2.string(xmlTextReaderConstLocalName(reader)) ?? "",
                     namespaceURI: LibXML2.string(xmlTextReaderConstNamespaceUri(reader)),
+                    prefix: LibXML2.string(xmlTextReaderConstPrefix(reader)),
                     depth: depth,
                     attributes: [:],
                     text: nil,
                     isEmptyElement: false,
                     line: line
                 )
+            case Int32(XML_READER_TYPE_WHITESPACE.rawValue), Int32(XML_READER_TYPE_SIGNIFICANT_WHITESPACE.rawValue):
+                guard reportsWhitespace else { continue }
+                fallthrough
             case Int32(XML_READER_TYPE_TEXT.rawValue), Int32(XML_READER_TYPE_CDATA.rawValue):
                 return Node(
                     kind: .text,
                     name: "#text",
                     namespaceURI: nil,
+                    prefix: nil,
                     depth: depth,
                     attributes: [:],
                     text: LibXML2.string(xmlTextReaderConstValue(reader)) ?? "",
@@ -179,6 +207,24 @@ public final class XMLStreamReader {
                 continue
             }
         }
+    }
+
+    /// The refusal ``SafeXMLDocument`` gives for this document, which names the line and the
+    /// identifiers of the first entity declaration or external DTD (the reader only sees the
+    /// DTD once the prolog has been read, without lines); `fallback` when it gives none.
+    ///
+    /// The tree parser stops at the first declaration it refuses, so only the prolog (the part
+    /// of the input the reader has consumed) is parsed again.
+    private func treeParserRefusal(or fallback: DownloadError) -> DownloadError {
+        let consumed = Int(xmlTextReaderByteConsumed(reader))
+        let prefix = consumed > 0 ? min(buffer.count, consumed + 4096) : buffer.count
+        do {
+            _ = try XMLDocumentStorage.parse(
+                UnsafeRawBufferPointer(rebasing: buffer[..<prefix]), isText: false, options: options, baseURL: nil)
+        } catch where error.code == .unsafeInput {
+            return error
+        } catch {}
+        return fallback
     }
 
     private func startElement(depth: Int, line: Int) throws(DownloadError) -> Node {
@@ -210,6 +256,7 @@ public final class XMLStreamReader {
             kind: .startElement,
             name: name,
             namespaceURI: namespaceURI,
+            prefix: LibXML2.string(xmlTextReaderConstPrefix(reader)),
             depth: depth,
             attributes: attributes,
             text: nil,
