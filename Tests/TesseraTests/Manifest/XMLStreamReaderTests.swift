@@ -165,6 +165,26 @@ import Testing
         #expect(invalidUTF8?.message.contains("Input is not proper UTF-8") == true)
     }
 
+    /// A malformed document is refused in the tree parser's words, whichever way it is read
+    /// (libxml2 reading a stream would say "Extra content at the end of the document" of a
+    /// truncated one), and read no further than where the tree parser stops.
+    @Test func malformedInputIsWordedAsTheTreeParserWordsIt() throws {
+        let mpd = ManifestFixtures.mpd
+        for xml in [
+            "<", "<?xml version=\"1.0\"?>", "<MPD>\n<Period>", String(mpd.prefix(mpd.count / 2)), String(mpd.dropLast(2)),
+            "<a><!-- x -- y --></a>", "<a>\u{1}</a>", "<a><x:b/></a>", "<a b='1' b='2'/>", "<a/><b/>", "text",
+            String(repeating: "<a>", count: 300),
+        ] {
+            let tree = #expect(throws: DownloadError.self) { try SafeXMLDocument.parse(Data(xml.utf8)) }
+            let stream = #expect(throws: DownloadError.self) {
+                let reader = try XMLStreamReader(data: Data(xml.utf8))
+                while try reader.next() != nil {}
+            }
+            #expect(stream?.code == tree?.code, "\(xml)")
+            #expect(stream?.message == tree?.message, "\(xml)")
+        }
+    }
+
     @Test func emptyInputIsRefusedAtOnce() throws {
         let error = #expect(throws: DownloadError.self) { try XMLStreamReader(data: Data()) }
         #expect(error?.code == .manifestInvalid)

@@ -138,8 +138,9 @@ public final class XMLStreamReader {
     /// - Throws: ``DownloadError``: ``DownloadError/Code/manifestInvalid`` with line and column
     ///   when the document turns out malformed, ``DownloadError/Code/unsafeInput`` for entity
     ///   declarations, an external DTD or XInclude, ``DownloadError/Code/manifestTooLarge``
-    ///   over the depth or element-count limit. After an error, every later call throws it
-    ///   again.
+    ///   over the depth or element-count limit. A malformed or refused document fails in the
+    ///   words ``SafeXMLDocument/parse(_:options:baseURL:)`` uses for it (only the advice of the
+    ///   element-count error differs). After an error, every later call throws it again.
     public func next() throws(DownloadError) -> Node? {
         if let failure { throw failure }
         if finished { return nil }
@@ -155,9 +156,9 @@ public final class XMLStreamReader {
     private func readNext() throws(DownloadError) -> Node? {
         while true {
             let status = LibXML2.collectingThreadErrors(into: state.errors) { xmlTextReaderRead(reader) }
-            if let unsafe = state.unsafe { throw treeParserRefusal(or: unsafe) }
+            if let unsafe = state.unsafe { throw treeParserError(or: unsafe) }
             if status < 0 || state.errors.first != nil {
-                throw state.errors.malformedError(options: options, fallback: xmlError())
+                throw treeParserError(or: state.errors.malformedError(options: options, fallback: xmlError()))
             }
             if status == 0 {
                 finished = true
@@ -168,7 +169,7 @@ public final class XMLStreamReader {
                 // The whole prolog, DOCTYPE included, is parsed before the first node comes out.
                 checkedDTD = true
                 if let doc = current?.pointee.doc, let unsafe = LibXML2.unsafeDTDError(in: doc) {
-                    throw treeParserRefusal(or: unsafe)
+                    throw treeParserError(or: unsafe)
                 }
             }
             let line = current.map { Int(xmlGetLineNo($0)) } ?? 0
@@ -209,22 +210,16 @@ public final class XMLStreamReader {
         }
     }
 
-    /// The refusal ``SafeXMLDocument`` gives for this document, which names the line and the
-    /// identifiers of the first entity declaration or external DTD (the reader only sees the
-    /// DTD once the prolog has been read, without lines); `fallback` when it gives none.
+    /// The error ``SafeXMLDocument`` gives for this document, found without building its tree;
+    /// `fallback` when it gives none.
     ///
-    /// The tree parser stops at the first declaration it refuses, so only the prolog (the part
-    /// of the input the reader has consumed) is parsed again.
-    private func treeParserRefusal(or fallback: DownloadError) -> DownloadError {
-        let consumed = Int(xmlTextReaderByteConsumed(reader))
-        let prefix = consumed > 0 ? min(buffer.count, consumed + 4096) : buffer.count
-        do {
-            _ = try XMLDocumentStorage.parse(
-                UnsafeRawBufferPointer(rebasing: buffer[..<prefix]), isText: false, options: options, baseURL: nil)
-        } catch where error.code == .unsafeInput {
-            return error
-        } catch {}
-        return fallback
+    /// libxml2 words some failures differently when it reads a stream: a truncated document is
+    /// "Extra content at the end of the document" (the tree parser: "Premature end of data in
+    /// tag MPD line 2"), a refused DTD comes without its line. Asking the tree parser's checks
+    /// again (only when the reader fails; they stop at the same place) makes a document refused
+    /// in the same words whichever way it is read.
+    private func treeParserError(or fallback: DownloadError) -> DownloadError {
+        XMLDocumentStorage.error(parsing: UnsafeRawBufferPointer(buffer), options: options) ?? fallback
     }
 
     private func startElement(depth: Int, line: Int) throws(DownloadError) -> Node {
