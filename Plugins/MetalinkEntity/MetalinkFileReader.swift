@@ -78,7 +78,7 @@ struct MetalinkFileReader<Element: MetalinkElement> {
         }
         var metadata: [String: String] = [:]
         for key in Self.metadataKeys {
-            if let value = element.firstChild(named: key)?.text.trimmingCharacters(in: .whitespacesAndNewlines), !value.isEmpty {
+            if let value = element.firstChild(named: key).map({ Trimming.whitespacesAndNewlines($0.text) }), !value.isEmpty {
                 metadata[key] = value
             }
         }
@@ -89,7 +89,7 @@ struct MetalinkFileReader<Element: MetalinkElement> {
 
     private func readSize() throws(DownloadError) -> Int64? {
         guard let sizeElement = element.firstChild(named: "size") else { return nil }
-        let text = sizeElement.text.trimmingCharacters(in: .whitespacesAndNewlines)
+        let text = Trimming.whitespacesAndNewlines(sizeElement.text)
         guard let size = Int64(text), size >= 0 else {
             throw invalid("the <size> at line \(sizeElement.line) is not a number of bytes: \"\(MetalinkDocument.printable(text))\"")
         }
@@ -115,7 +115,7 @@ struct MetalinkFileReader<Element: MetalinkElement> {
 
     private func checksum(_ algorithm: Checksum.Algorithm, _ hash: Element, what: String) throws(DownloadError) -> Checksum {
         do {
-            return try Checksum(algorithm, hex: hash.text.trimmingCharacters(in: .whitespacesAndNewlines))
+            return try Checksum(algorithm, hex: Trimming.whitespacesAndNewlines(hash.text))
         } catch {
             throw invalid("\(what) at line \(hash.line) is not a valid digest: \(error.message)")
         }
@@ -132,7 +132,7 @@ struct MetalinkFileReader<Element: MetalinkElement> {
                 guard let lengthText = pieces[attribute: "length"] else {
                     throw invalid("the <pieces> at line \(pieces.line) has no length attribute")
                 }
-                guard let length = Int64(lengthText.trimmingCharacters(in: .whitespaces)), length > 0 else {
+                guard let length = Int64(Trimming.whitespaces(lengthText)), length > 0 else {
                     throw invalid("the <pieces> at line \(pieces.line) has a length that is not a positive number: \"\(MetalinkDocument.printable(lengthText))\"")
                 }
                 guard let algorithm = Checksum.Algorithm(name: type) else {
@@ -175,7 +175,7 @@ struct MetalinkFileReader<Element: MetalinkElement> {
         for hash in element.children(named: "hash") {
             hashes.append(try checksum(best.algorithm, hash, what: "piece hash \(hashes.count + 1) of \(subject)"))
             // Metalink 3 numbers its pieces (`piece="0"`); Metalink 4 lists them in order.
-            if !isV4 { indices.append(hash[attribute: "piece"].flatMap { Int($0.trimmingCharacters(in: .whitespaces)) }) }
+            if !isV4 { indices.append(hash[attribute: "piece"].flatMap { Int(Trimming.whitespaces($0)) }) }
         }
         if !isV4, indices.contains(where: { $0 != nil }) {
             guard indices.allSatisfy({ $0 != nil }) else {
@@ -207,7 +207,7 @@ struct MetalinkFileReader<Element: MetalinkElement> {
                 let rank: Int
                 if isV4 {
                     if let value = url[attribute: "priority"] {
-                        if let number = Int(value.trimmingCharacters(in: .whitespaces)), (1...999_999).contains(number) {
+                        if let number = Int(Trimming.whitespaces(value)), (1...999_999).contains(number) {
                             priority = number
                         } else {
                             notes.append("\(label): the priority \"\(MetalinkDocument.printable(value))\" of the <url> at line \(url.line) is not 1 to 999999; taken as 999999")
@@ -216,7 +216,7 @@ struct MetalinkFileReader<Element: MetalinkElement> {
                     rank = priority ?? 999_999
                 } else {
                     if let value = url[attribute: "preference"] {
-                        if let number = Int(value.trimmingCharacters(in: .whitespaces)), (0...100).contains(number) {
+                        if let number = Int(Trimming.whitespaces(value)), (0...100).contains(number) {
                             preference = number
                         } else {
                             notes.append("\(label): the preference \"\(MetalinkDocument.printable(value))\" of the <url> at line \(url.line) is not 0 to 100; ignored")
@@ -241,12 +241,12 @@ struct MetalinkFileReader<Element: MetalinkElement> {
             let resolved: URL
             do {
                 resolved = try URLSafety.resolve(
-                    url.text.trimmingCharacters(in: .whitespacesAndNewlines), against: base(of: url), context: "the mirror")
+                    Trimming.whitespacesAndNewlines(url.text), against: base(of: url), context: "the mirror")
             } catch {
                 skipped.append("\(shown(url)): \(error.message)")
                 continue
             }
-            let location = url[attribute: "location"].map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            let location = url[attribute: "location"].map { Trimming.whitespaces($0).lowercased() }
             mirrors.append(MetalinkMirror(
                 url: resolved, priority: candidate.priority, preference: candidate.preference,
                 location: location?.isEmpty == false ? location : nil, line: url.line))
@@ -256,7 +256,7 @@ struct MetalinkFileReader<Element: MetalinkElement> {
 
     /// A `<url>` for messages: its text and line.
     private func shown(_ url: Element) -> String {
-        "\"\(MetalinkDocument.printable(url.text.trimmingCharacters(in: .whitespacesAndNewlines)))\" (line \(url.line))"
+        "\"\(MetalinkDocument.printable(Trimming.whitespacesAndNewlines(url.text)))\" (line \(url.line))"
     }
 
     /// The base URL of an element's relative references: the document's URL, refined by any
@@ -264,7 +264,7 @@ struct MetalinkFileReader<Element: MetalinkElement> {
     private func base(of element: Element) -> URL {
         var url = self.url
         for base in element.xmlBases {
-            let trimmed = base.trimmingCharacters(in: .whitespacesAndNewlines)
+            let trimmed = Trimming.whitespacesAndNewlines(base)
             if let next = URL(string: trimmed, relativeTo: url)?.absoluteURL { url = next }
         }
         return url
