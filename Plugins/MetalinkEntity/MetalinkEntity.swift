@@ -25,8 +25,9 @@ public struct MetalinkEntityPayload: Codable, Sendable, Hashable {
 ///
 /// A Metalink document is a group: ``EntityRegistry/makeEntities(for:context:)`` fetches it and
 /// makes one entity per `<file>`, keyed `<metalink URL>|<file name>` and grouped under the
-/// Metalink's URL. Each entity fetches the document again when it resolves (fresh mirrors,
-/// signed URLs) and describes only its own file, so a file with a hostile name or a broken
+/// Metalink's URL. The document is read as a stream, never held as a tree; each entity keeps
+/// its own file's details for its first resolve, and fetches the document again (fresh mirrors,
+/// signed URLs) when it resolves later. It describes only its own file, so a file with a hostile name or a broken
 /// element fails alone (``DownloadError/Code/unsafePath``, ``DownloadError/Code/manifestInvalid``)
 /// while the others download.
 ///
@@ -94,8 +95,11 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
     /// Fetches the Metalink `key` names and returns one entity per file, in document order (a
     /// second file with the same name is left out, with a warning).
     ///
-    /// Only the document's shape is checked here; each file's details are checked when its
-    /// entity resolves. Arguments: `metalink:location=de,fr` tries mirrors in those countries first.
+    /// The document is read as a stream (``MetalinkStreamReader``), one file at a time, and
+    /// never held as a tree: each entity keeps its own file's details for its first resolve. A
+    /// file whose details are broken fails alone when its entity resolves; a document that is
+    /// broken as a whole fails here. Arguments: `metalink:location=de,fr` tries mirrors in those
+    /// countries first.
     public static func entities(for input: EntityInput, key: String, context: ResolveContext) async throws(DownloadError)
         -> [MetalinkEntity]
     {
@@ -103,12 +107,12 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
             throw DownloadError(.invalidRequest, "\"\(MetalinkDocument.printable(key))\" is not a URL")
         }
         let metalinkURL = withoutFragment(url)
-        let (xml, source) = try await context.fetchXML(metalinkURL)
-        let document = try MetalinkDocument(xml, url: source.url, maxFiles: context.maxSegments)
+        let reader = try await streamReader(metalinkURL, context: context)
+        let locations = preferredLocations(input.arguments)
         var seen = Set<String>()
         var entities: [MetalinkEntity] = []
-        entities.reserveCapacity(document.entries.count)
-        for (index, entry) in document.entries.enumerated() {
+        while let item = try reader.next() {
+            let entry = item.entry
             guard seen.insert(entry.name).inserted else {
                 context.logger.warning(
                     "the Metalink lists a second file named \"\(MetalinkDocument.printable(entry.name))\" (line \(entry.line)); only the first is downloaded",
@@ -116,15 +120,23 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
                 continue
             }
             let entity = MetalinkEntity(
-                metalinkURL: metalinkURL, fileName: entry.name, preferredLocations: preferredLocations(input.arguments),
+                metalinkURL: metalinkURL, fileName: entry.name, preferredLocations: locations,
                 destinationDirectory: input.destinationDirectory)
-            // Each file's details are read now and the parsed document let go: a document of
-            // 100,000 files is not held (its tree is several times its size) while they download.
-            let file = Result { () throws(DownloadError) -> MetalinkFile in try document.file(at: index, maxPieces: context.maxSegments) }
-            entity.prefetched.keep(PrefetchedFile.Kept(name: entry.name, file: file, url: document.url, version: document.version))
+            // The reader has the version once it has read a file.
+            entity.prefetched.keep(PrefetchedFile.Kept(name: entry.name, file: item.file, url: reader.url, version: reader.version!))
             entities.append(entity)
         }
         return entities
+    }
+
+    /// Fetches the document at `url` and prepares to read it as a stream, with the context's
+    /// limits (at most `maxSegments` files, and pieces in a file).
+    static func streamReader(_ url: URL, context: ResolveContext) async throws(DownloadError) -> MetalinkStreamReader {
+        let source = try await context.fetch(url)
+        var options = XMLParseOptions()
+        options.maxDocumentSize = min(options.maxDocumentSize, context.maxDocumentSize)
+        return try MetalinkStreamReader(
+            data: source.data, url: source.url, maxFiles: context.maxSegments, maxPieces: context.maxSegments, options: options)
     }
 
     /// This file as ``entities(for:key:context:)`` read it from the document it fetched, for the
@@ -162,7 +174,9 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
         }
     }
 
-    /// Fetches the document again and describes this entity's file.
+    /// Describes this entity's file: on the first attempt from the details kept when the
+    /// document was expanded, else from the document fetched again and read as a stream up to
+    /// this file's end (fresh mirrors, signed URLs).
     ///
     /// A file name that would leave the destination directory is refused with
     /// ``DownloadError/Code/unsafePath`` before anything is fetched.
@@ -180,10 +194,11 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
             file = try kept.file.get()
             (source, version) = (kept.url, kept.version)
         } else {
-            let (xml, fetched) = try await context.fetchXML(url)
-            let document = try MetalinkDocument(xml, url: fetched.url, maxFiles: context.maxSegments)
-            file = try document.file(named: payload.fileName, maxPieces: context.maxSegments)
-            (source, version) = (document.url, document.version)
+            // Read as a stream, up to this file's end.
+            let reader = try await Self.streamReader(url, context: context)
+            file = try reader.file(named: payload.fileName)
+            // The reader has the version once it has read a file.
+            (source, version) = (reader.url, reader.version!)
         }
         for note in file.notes + file.skippedMirrors.map({ "mirror skipped: \($0)" }) {
             context.logger.debug("\(note)", metadata: ["metalink": "\(url.absoluteString)"])

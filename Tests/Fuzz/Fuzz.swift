@@ -34,6 +34,9 @@ enum FuzzTarget: String, CaseIterable {
                 for segment in media.segments.prefix(64) { _ = segment.url }
             }
         case .metalink:
+            // The stream must read what the tree reads: the same files, the same errors.
+            let streamed = Self.metalinkReading(data, url: url, stream: true)
+            precondition(streamed == Self.metalinkReading(data, url: url, stream: false), "the stream reads it differently")
             guard let document = try? MetalinkDocument.parse(data, url: url, maxFiles: 1_000) else { return }
             for index in document.entries.indices.prefix(64) {
                 guard let file = try? document.file(at: index, maxPieces: 20_000) else { continue }
@@ -59,6 +62,36 @@ enum FuzzTarget: String, CaseIterable {
             let printable = UntrustedText.printable(text)
             precondition(!printable.unicodeScalars.contains { $0.value < 0x20 || $0.value == 0x7F })
         }
+    }
+
+    /// A Metalink's files (each one's details or error), or the document's error, as text: read
+    /// by MetalinkStreamReader (`stream`) or by MetalinkDocument.
+    private static func metalinkReading(_ data: Data, url: URL, stream: Bool) -> [String] {
+        func shown(_ error: DownloadError) -> String { "\(error.code): \(error.message) \(error.url ?? "")" }
+        var reading: [String] = []
+        do throws(DownloadError) {
+            if stream {
+                let reader = try MetalinkStreamReader(data: data, url: url, maxFiles: 1_000, maxPieces: 20_000)
+                while let item = try reader.next() {
+                    switch item.file {
+                    case .success(let file): reading.append("\(item.entry) \(file)")
+                    case .failure(let error): reading.append("\(item.entry) " + shown(error))
+                    }
+                }
+            } else {
+                let document = try MetalinkDocument.parse(data, url: url, maxFiles: 1_000)
+                for (index, entry) in document.entries.enumerated() {
+                    do throws(DownloadError) {
+                        reading.append("\(entry) \(try document.file(at: index, maxPieces: 20_000))")
+                    } catch {
+                        reading.append("\(entry) " + shown(error))
+                    }
+                }
+            }
+        } catch {
+            return [shown(error)]
+        }
+        return reading
     }
 
     /// Reads a manifest the way the manager does: validation, sizes, and every segment's URLs.

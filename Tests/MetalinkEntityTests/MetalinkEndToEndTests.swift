@@ -274,6 +274,55 @@ import Testing
         }
     }
 
+    /// A resolve that fetches the document again (a restored task, a retry) reads it as a stream
+    /// up to its own file: a document broken after that file still describes it, while the
+    /// expansion, which reads every file, refuses the document.
+    @Test func aResolveReadsTheDocumentUpToItsFile() async throws {
+        try await withMetalinkHarness { harness in
+            let origin = harness.origin
+            let content = OriginContent(path: "/upto/content")
+            origin.serve("/upto/a.bin", .bytes(content.bytes(0..<10_000)))
+            origin.serve("/upto/set.meta4", .text(meta4("""
+                  <file name="a.bin"><size>10000</size><url>/upto/a.bin</url></file>
+                  <!-- \(String(repeating: "-.", count: 4096)) -->
+                  <file name="b.bin"><size>1</fil>
+                """), contentType: "application/metalink4+xml"))
+            let url = origin.url("/upto/set.meta4")
+            let expansion = await #expect(throws: DownloadError.self) { try await harness.start(url.absoluteString) }
+            #expect(expansion?.code == .manifestInvalid)
+            #expect(expansion?.message.contains("line 5") == true, "\(String(describing: expansion))")
+            // A restored entity has nothing kept from an expansion: it fetches the document.
+            let entity = MetalinkEntity(metalinkURL: url, fileName: "a.bin")
+            let manifest = try await entity.resolve(in: ResolveContext(engine: harness.engine))
+            #expect(manifest.outputs[0].segments[0].urls == [origin.url("/upto/a.bin")])
+            #expect(manifest.outputs[0].expectedSize == 10_000)
+            #expect(origin.requestCount(for: "/upto/set.meta4") == 2)
+            let info = try await harness.manager.start(entity)
+            let final = await harness.waitUntilFinal([info.id])
+            #expect(final[info.id]?.state == .completed)
+            #expect(await content.verifyFile(atPath: harness.downloadRoot + "/a.bin", size: 10_000))
+            // The broken file itself: the document's error.
+            let broken = MetalinkEntity(metalinkURL: url, fileName: "b.bin")
+            let error = await #expect(throws: DownloadError.self) { try await broken.resolve(in: ResolveContext(engine: harness.engine)) }
+            #expect(error?.message == expansion?.message)
+        }
+    }
+
+    /// A retry (a second resolve) fetches the document again and reads only its file.
+    @Test func aRetryFetchesTheDocumentAgain() async throws {
+        try await withMetalinkHarness { harness in
+            let fixture = MetalinkFixture.install(on: harness.origin)
+            let entities = try await harness.registry.makeEntities(
+                for: EntityInput(fixture.inputs[0]), context: ResolveContext(engine: harness.engine))
+            let notes = try #require(entities.last as? MetalinkEntity)
+            let kept = try await notes.resolve(in: ResolveContext(engine: harness.engine))
+            #expect(harness.origin.requestCount(for: fixture.metalinkPath) == 1)
+            let again = try await notes.resolve(in: ResolveContext(engine: harness.engine, attempt: 2))
+            #expect(harness.origin.requestCount(for: fixture.metalinkPath) == 2)
+            #expect(again == kept)
+        }
+    }
+
     /// A document that is not a Metalink fails the expansion with the parser's message.
     @Test func aBrokenDocumentFailsTheExpansion() async throws {
         try await withMetalinkHarness { harness in

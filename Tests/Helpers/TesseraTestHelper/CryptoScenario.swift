@@ -3,23 +3,39 @@ import Tessera
 
 /// Samples resident memory on a thread of its own every millisecond while `work` runs.
 func peakGrowth<Result>(_ work: () throws -> Result) rethrows -> (growth: Int64, result: Result) {
-    let baseline = residentMemory()
-    let peak = Peak(baseline)
-    let running = Peak(1)
-    let thread = Thread {
-        while running.value == 1 {
-            peak.note(residentMemory())
-            usleep(1000)
-        }
-        running.note(2)
-    }
-    thread.start()
-    defer {
-        running.set(0)
-        while running.value != 2 { usleep(1000) }
-    }
+    let sampler = MemorySampler()
+    defer { _ = sampler.stop() }
     let result = try work()
-    return (peak.value - baseline, result)
+    return (sampler.stop(), result)
+}
+
+/// Samples resident memory on a thread of its own every millisecond from its creation to
+/// ``stop()``, which gives the peak growth over the resident memory at its creation.
+final class MemorySampler: @unchecked Sendable {
+    private let baseline = residentMemory()
+    private let peak: Peak
+    private let running = Peak(1)
+
+    init() {
+        peak = Peak(baseline)
+        let (peak, running) = (peak, running)
+        Thread {
+            while running.value == 1 {
+                peak.note(residentMemory())
+                usleep(1000)
+            }
+            running.set(2)
+        }.start()
+    }
+
+    /// Stops sampling (once; later calls only read) and returns the peak growth.
+    func stop() -> Int64 {
+        if running.value == 1 {
+            running.set(0)
+            while running.value != 2 { usleep(1000) }
+        }
+        return peak.value - baseline
+    }
 }
 
 /// `hash FILE`: the four common checksums of a large file, and the memory growth meanwhile.

@@ -142,6 +142,15 @@ do {
         let values = Array(arguments.dropFirst())
         guard values.count == 4 else { fail("usage: tessera-test-helper decrypt IN OUT KEY-HEX IV-HEX") }
         try decryptScenario(input: values[0], output: values[1], key: values[2], iv: values[3])
+    case "metalink":
+        let values = Array(arguments.dropFirst())
+        guard (2...3).contains(values.count), let count = Int(values[0]) else {
+            fail("usage: tessera-test-helper metalink COUNT stream|tree [keep]")
+        }
+        try metalinkScenario(count: count, mode: values[1], keep: values.count == 3 && values[2] == "keep")
+    case "metalink-expand":
+        guard let count = Int(arguments.dropFirst().first ?? "") else { fail("usage: tessera-test-helper metalink-expand COUNT") }
+        try await metalinkExpandScenario(count: count)
     case "durable":
         let values = Array(arguments.dropFirst())
         guard values.count == 3 else { fail("usage: tessera-test-helper durable STORE ROOT MANIFEST-URL") }
@@ -149,7 +158,7 @@ do {
     case "live-origin":
         try await liveOriginScenario(Array(arguments.dropFirst()))
     default:
-        fail("usage: tessera-test-helper memory [SIZE] | scale [COUNT] | durable STORE ROOT MANIFEST-URL | live-origin KEY=VALUE...")
+        fail("usage: tessera-test-helper memory [SIZE] | scale [COUNT] | metalink COUNT stream|tree [keep] | metalink-expand COUNT | durable STORE ROOT MANIFEST-URL | live-origin KEY=VALUE...")
     }
 } catch {
     fail("\(error)")

@@ -5,8 +5,8 @@ import Testing
 
 @Suite struct XMLStreamReaderTests {
     /// All nodes of `xml`, as compact strings: `+name@depth`, `-name@depth`, `"text"@depth`.
-    func events(_ xml: String) throws -> [String] {
-        let reader = try XMLStreamReader(data: Data(xml.utf8))
+    func events(_ xml: String, reportsWhitespace: Bool = false) throws -> [String] {
+        let reader = try XMLStreamReader(data: Data(xml.utf8), reportsWhitespace: reportsWhitespace)
         var events: [String] = []
         while let node = try reader.next() {
             switch node.kind {
@@ -84,6 +84,38 @@ import Testing
         #expect(first.name == "MPD")
         #expect(first.namespaceURI == ManifestFixtures.dashNamespace)
         #expect(first.attributes == ["type": "dynamic"])
+        // The prefix is there for messages, as SafeXMLElement has it.
+        #expect(first.prefix == "dash")
+        #expect(try reader.next()?.prefix == "dash")
+        let unprefixed = try XMLStreamReader(data: Data(ManifestFixtures.mpd.utf8))
+        #expect(try unprefixed.next()?.prefix == nil)
+    }
+
+    /// `xml:base` and `xml:lang` are keyed with the `xml` prefix, which always means the XML namespace.
+    @Test func xmlAttributesAreKeyedWithTheirPrefix() throws {
+        let reader = try XMLStreamReader(data: Data(#"<a xmlns="urn:x" xml:base="http://h/d/" xml:lang="de" b="1"/>"#.utf8))
+        #expect(try reader.next()?.attributes == ["xml:base": "http://h/d/", "xml:lang": "de", "b": "1"])
+    }
+
+    /// With `reportsWhitespace`, whitespace-only text comes too, so an element's text read from
+    /// the stream is SafeXMLElement's `text`, whitespace included.
+    @Test func whitespaceIsReportedWhenAskedFor() throws {
+        let xml = "<a>\n  <b>x</b>\n  <c> </c><d/>\t</a>"
+        #expect(try events(xml) == ["+a@0", "+b@1", "\"x\"@2", "-b@1", "+c@1", "-c@1", "+d@1/", "-a@0"])
+        #expect(try events(xml, reportsWhitespace: true) == [
+            "+a@0", "\"\n  \"@1", "+b@1", "\"x\"@2", "-b@1", "\"\n  \"@1", "+c@1", "\" \"@2", "-c@1", "+d@1/", "\"\t\"@1", "-a@0",
+        ])
+        for xml in [
+            "<u>http://a<!-- c -->  <!-- d -->b</u>",
+            "<u> a <x> <y/> </x> b <![CDATA[ ]]> c </u>",
+            "<u xml:space=\"preserve\"> <v> </v> </u>",
+            "<u>\n\n</u>",
+        ] {
+            let reader = try XMLStreamReader(data: Data(xml.utf8), reportsWhitespace: true)
+            var text = ""
+            while let node = try reader.next() { text += node.text ?? "" }
+            #expect(text == (try SafeXMLDocument.parse(xml)).root.text, "\(xml)")
+        }
     }
 
     @Test func textAndCDATAButNotWhitespaceCommentsOrInstructions() throws {
@@ -131,6 +163,26 @@ import Testing
             while try reader.next() != nil {}
         }
         #expect(invalidUTF8?.message.contains("Input is not proper UTF-8") == true)
+    }
+
+    /// A malformed document is refused in the tree parser's words, whichever way it is read
+    /// (libxml2 reading a stream would say "Extra content at the end of the document" of a
+    /// truncated one), and read no further than where the tree parser stops.
+    @Test func malformedInputIsWordedAsTheTreeParserWordsIt() throws {
+        let mpd = ManifestFixtures.mpd
+        for xml in [
+            "<", "<?xml version=\"1.0\"?>", "<MPD>\n<Period>", String(mpd.prefix(mpd.count / 2)), String(mpd.dropLast(2)),
+            "<a><!-- x -- y --></a>", "<a>\u{1}</a>", "<a><x:b/></a>", "<a b='1' b='2'/>", "<a/><b/>", "text",
+            String(repeating: "<a>", count: 300),
+        ] {
+            let tree = #expect(throws: DownloadError.self) { try SafeXMLDocument.parse(Data(xml.utf8)) }
+            let stream = #expect(throws: DownloadError.self) {
+                let reader = try XMLStreamReader(data: Data(xml.utf8))
+                while try reader.next() != nil {}
+            }
+            #expect(stream?.code == tree?.code, "\(xml)")
+            #expect(stream?.message == tree?.message, "\(xml)")
+        }
     }
 
     @Test func emptyInputIsRefusedAtOnce() throws {

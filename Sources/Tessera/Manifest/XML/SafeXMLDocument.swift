@@ -150,6 +150,39 @@ final class XMLDocumentStorage: @unchecked Sendable {
         options: XMLParseOptions,
         baseURL: URL?
     ) throws(DownloadError) -> XMLDocumentStorage {
+        let doc = try read(bytes, isText: isText, options: options, baseURL: baseURL, buildsTree: true)
+        guard let root = xmlDocGetRootElement(doc) else {
+            xmlFreeDoc(doc)
+            throw DownloadError(.manifestInvalid, "the XML has no root element")
+        }
+        // Numbers the elements once, so XPath sorts node sets in document order cheaply. This
+        // is the last write to the tree.
+        xmlXPathOrderDocElems(doc)
+        return XMLDocumentStorage(doc: doc, rootNode: root)
+    }
+
+    /// The error ``parse(_:isText:options:baseURL:)`` throws for `bytes`, found without building
+    /// the tree (the parser's events only, in constant memory), or `nil` when the document is
+    /// well-formed and safe. ``XMLStreamReader`` words its failures with it, so that a document
+    /// is refused in the same words whichever way it is read.
+    static func error(parsing bytes: UnsafeRawBufferPointer, options: XMLParseOptions) -> DownloadError? {
+        do {
+            xmlFreeDoc(try read(bytes, isText: false, options: options, baseURL: nil, buildsTree: false))
+            return nil
+        } catch {
+            return error
+        }
+    }
+
+    /// Parses `bytes`, the safety hooks installed, and returns the document, checked to be
+    /// well-formed and safe; without its elements and text when `buildsTree` is `false`.
+    private static func read(
+        _ bytes: UnsafeRawBufferPointer,
+        isText: Bool,
+        options: XMLParseOptions,
+        baseURL: URL?,
+        buildsTree: Bool
+    ) throws(DownloadError) -> xmlDocPtr {
         LibXML2.ensureInitialized()
         guard let base = bytes.baseAddress, bytes.count > 0 else {
             throw DownloadError(.manifestInvalid, "the XML is malformed at line 1, column 1: the document is empty (0 bytes)")
@@ -159,8 +192,8 @@ final class XMLDocumentStorage: @unchecked Sendable {
         }
         defer { xmlFreeParserCtxt(ctxt) }
 
-        let state = XMLParseState(options: options)
-        XMLParseState.installHooks(on: ctxt)
+        let state = XMLParseState(options: options, buildsTree: buildsTree)
+        XMLParseState.installHooks(on: ctxt, buildsTree: buildsTree)
         ctxt.pointee._private = Unmanaged.passUnretained(state).toOpaque()
         defer { ctxt.pointee._private = nil }
 
@@ -191,14 +224,7 @@ final class XMLDocumentStorage: @unchecked Sendable {
             xmlFreeDoc(doc)
             throw unsafe
         }
-        guard let root = xmlDocGetRootElement(doc) else {
-            xmlFreeDoc(doc)
-            throw DownloadError(.manifestInvalid, "the XML has no root element")
-        }
-        // Numbers the elements once, so XPath sorts node sets in document order cheaply. This
-        // is the last write to the tree.
-        xmlXPathOrderDocElems(doc)
-        return XMLDocumentStorage(doc: doc, rootNode: root)
+        return doc
     }
 
     // MARK: XPath
@@ -301,14 +327,17 @@ final class XMLDocumentStorage: @unchecked Sendable {
 /// context's `_private` pointer, so concurrent parses never share anything.
 final class XMLParseState {
     let options: XMLParseOptions
+    /// Whether elements go into the tree (else only the checks run).
+    let buildsTree: Bool
     let errors = XMLErrorCollector()
     var depth = 0
     var elementCount = 0
     /// Set by a hook that stopped the parser: a limit or unsafe input.
     var refusal: DownloadError?
 
-    init(options: XMLParseOptions) {
+    init(options: XMLParseOptions, buildsTree: Bool = true) {
         self.options = options
+        self.buildsTree = buildsTree
     }
 
     /// The parser context and this state, from the `ctx` argument libxml2 passes to SAX
@@ -332,9 +361,17 @@ final class XMLParseState {
     }
 
     /// Replaces the SAX callbacks that matter for safety and limits, and captures errors
-    /// through the context's own structured error handler.
-    static func installHooks(on ctxt: xmlParserCtxtPtr) {
+    /// through the context's own structured error handler. Without `buildsTree`, elements,
+    /// comments and processing instructions are not added to the document, nor text (libxml2
+    /// adds text only inside an element); the parser reports the same errors, in the same words
+    /// (the handlers are there, they only do nothing).
+    static func installHooks(on ctxt: xmlParserCtxtPtr, buildsTree: Bool = true) {
         guard let sax = ctxt.pointee.sax else { return }
+        if !buildsTree {
+            sax.pointee.comment = { _, _ in }
+            sax.pointee.processingInstruction = { _, _, _ in }
+            sax.pointee.reference = { _, _ in }
+        }
 
         sax.pointee.serror = { data, error in
             guard let error, let (_, state) = XMLParseState.from(data) else { return }
@@ -342,8 +379,11 @@ final class XMLParseState {
         }
 
         sax.pointee.startElementNs = { ctx, localname, prefix, uri, nbNamespaces, namespaces, nbAttributes, nbDefaulted, attributes in
-            xmlSAX2StartElementNs(ctx, localname, prefix, uri, nbNamespaces, namespaces, nbAttributes, nbDefaulted, attributes)
-            guard let (ctxt, state) = XMLParseState.from(ctx) else { return }
+            let parse = XMLParseState.from(ctx)
+            if parse?.1.buildsTree != false {
+                xmlSAX2StartElementNs(ctx, localname, prefix, uri, nbNamespaces, namespaces, nbAttributes, nbDefaulted, attributes)
+            }
+            guard let (ctxt, state) = parse else { return }
             state.depth += 1
             state.elementCount += 1
             let name = LibXML2.string(localname) ?? ""
@@ -357,8 +397,9 @@ final class XMLParseState {
         }
 
         sax.pointee.endElementNs = { ctx, localname, prefix, uri in
-            xmlSAX2EndElementNs(ctx, localname, prefix, uri)
-            guard let (_, state) = XMLParseState.from(ctx) else { return }
+            let parse = XMLParseState.from(ctx)
+            if parse?.1.buildsTree != false { xmlSAX2EndElementNs(ctx, localname, prefix, uri) }
+            guard let (_, state) = parse else { return }
             state.depth -= 1
         }
 

@@ -30,7 +30,8 @@ public final class XMLStreamReader {
             /// An end tag.
             case endElement
             /// Character data: text or a CDATA section. Text consisting only of whitespace is
-            /// not reported. Long or mixed content may arrive as more than one text node.
+            /// reported only by a reader made with `reportsWhitespace: true`. Long or mixed
+            /// content may arrive as more than one text node.
             case text
         }
 
@@ -40,20 +41,30 @@ public final class XMLStreamReader {
         public var name: String
         /// The element's namespace URI, or `nil` when it is in no namespace (and for text).
         public var namespaceURI: String?
+        /// The prefix the document uses for the element's namespace (`"mpd"` for `<mpd:MPD>`),
+        /// or `nil` for an unprefixed name (and for text). Match on ``namespaceURI``, not on
+        /// the prefix.
+        public var prefix: String?
         /// The nesting depth: 0 for the root element, 1 for its children; text is one level
         /// deeper than the element that contains it.
         public var depth: Int
         /// A start tag's attributes (namespace declarations excluded): attributes in no
         /// namespace by name, others by qualified name (`"xlink:href"`). Empty for other kinds.
+        ///
+        /// The prefix `xml` always stands for the XML namespace, so `attributes["xml:base"]`
+        /// and `attributes["xml:lang"]` are `xml:base` and `xml:lang` whatever the document
+        /// declares (XML Namespaces 1.0 forbids binding another prefix to that namespace).
         public var attributes: [String: String]
         /// The characters of a text node (CDATA content included); `nil` for elements.
         public var text: String?
         /// Whether a start tag is an empty-element tag (`<S t="0"/>`); no ``Kind/endElement``
         /// follows it.
         public var isEmptyElement: Bool
-        /// The source line of the node, for error messages (0 when unknown); for an end tag,
-        /// an approximation. Past line 65535 it may be reported as 65535 (see
-        /// ``SafeXMLElement/line``).
+        /// The source line of the node, for error messages (0 when unknown): for a start tag,
+        /// the line ``SafeXMLElement/line`` gives for the same element of the same document;
+        /// for an end tag, an approximation. Past line 65535 a start tag's line is taken from
+        /// nearby text and may be reported as 65535 (see ``SafeXMLElement/line``); a text
+        /// node's line stays exact.
         public var line: Int
     }
 
@@ -65,13 +76,22 @@ public final class XMLStreamReader {
     private var checkedDTD = false
     private var finished = false
     private var failure: DownloadError?
+    private let reportsWhitespace: Bool
 
     /// Prepares to read `data`. Nothing is parsed until the first ``next()``.
     ///
+    /// - Parameters:
+    ///   - data: The document.
+    ///   - options: Size, depth and element-count limits.
+    ///   - reportsWhitespace: Whether text that is only whitespace (the line breaks and
+    ///     indentation between elements) is reported as ``Node/Kind/text`` too. Off by
+    ///     default; a reader that must see an element's text exactly as
+    ///     ``SafeXMLElement/text`` gives it (every descendant's text, whitespace included)
+    ///     turns it on.
     /// - Throws: ``DownloadError`` with ``DownloadError/Code/manifestTooLarge`` when `data` is
     ///   over ``XMLParseOptions/maxDocumentSize``, and ``DownloadError/Code/manifestInvalid``
     ///   when it is empty.
-    public init(data: Data, options: XMLParseOptions = .init()) throws(DownloadError) {
+    public init(data: Data, options: XMLParseOptions = .init(), reportsWhitespace: Bool = false) throws(DownloadError) {
         LibXML2.ensureInitialized()
         try options.checkSize(data.count)
         guard !data.isEmpty else {
@@ -95,6 +115,7 @@ public final class XMLStreamReader {
         self.reader = reader
         self.buffer = buffer
         self.options = options
+        self.reportsWhitespace = reportsWhitespace
         xmlTextReaderSetStructuredErrorHandler(
             reader,
             { argument, error in
@@ -117,8 +138,9 @@ public final class XMLStreamReader {
     /// - Throws: ``DownloadError``: ``DownloadError/Code/manifestInvalid`` with line and column
     ///   when the document turns out malformed, ``DownloadError/Code/unsafeInput`` for entity
     ///   declarations, an external DTD or XInclude, ``DownloadError/Code/manifestTooLarge``
-    ///   over the depth or element-count limit. After an error, every later call throws it
-    ///   again.
+    ///   over the depth or element-count limit. A malformed or refused document fails in the
+    ///   words ``SafeXMLDocument/parse(_:options:baseURL:)`` uses for it (only the advice of the
+    ///   element-count error differs). After an error, every later call throws it again.
     public func next() throws(DownloadError) -> Node? {
         if let failure { throw failure }
         if finished { return nil }
@@ -134,9 +156,9 @@ public final class XMLStreamReader {
     private func readNext() throws(DownloadError) -> Node? {
         while true {
             let status = LibXML2.collectingThreadErrors(into: state.errors) { xmlTextReaderRead(reader) }
-            if let unsafe = state.unsafe { throw unsafe }
+            if let unsafe = state.unsafe { throw treeParserError(or: unsafe) }
             if status < 0 || state.errors.first != nil {
-                throw state.errors.malformedError(options: options, fallback: xmlError())
+                throw treeParserError(or: state.errors.malformedError(options: options, fallback: xmlError()))
             }
             if status == 0 {
                 finished = true
@@ -146,7 +168,9 @@ public final class XMLStreamReader {
             if !checkedDTD {
                 // The whole prolog, DOCTYPE included, is parsed before the first node comes out.
                 checkedDTD = true
-                if let doc = current?.pointee.doc, let unsafe = LibXML2.unsafeDTDError(in: doc) { throw unsafe }
+                if let doc = current?.pointee.doc, let unsafe = LibXML2.unsafeDTDError(in: doc) {
+                    throw treeParserError(or: unsafe)
+                }
             }
             let line = current.map { Int(xmlGetLineNo($0)) } ?? 0
             let depth = Int(xmlTextReaderDepth(reader))
@@ -158,17 +182,22 @@ public final class XMLStreamReader {
                     kind: .endElement,
                     name: LibXML2.string(xmlTextReaderConstLocalName(reader)) ?? "",
                     namespaceURI: LibXML2.string(xmlTextReaderConstNamespaceUri(reader)),
+                    prefix: LibXML2.string(xmlTextReaderConstPrefix(reader)),
                     depth: depth,
                     attributes: [:],
                     text: nil,
                     isEmptyElement: false,
                     line: line
                 )
+            case Int32(XML_READER_TYPE_WHITESPACE.rawValue), Int32(XML_READER_TYPE_SIGNIFICANT_WHITESPACE.rawValue):
+                guard reportsWhitespace else { continue }
+                fallthrough
             case Int32(XML_READER_TYPE_TEXT.rawValue), Int32(XML_READER_TYPE_CDATA.rawValue):
                 return Node(
                     kind: .text,
                     name: "#text",
                     namespaceURI: nil,
+                    prefix: nil,
                     depth: depth,
                     attributes: [:],
                     text: LibXML2.string(xmlTextReaderConstValue(reader)) ?? "",
@@ -179,6 +208,18 @@ public final class XMLStreamReader {
                 continue
             }
         }
+    }
+
+    /// The error ``SafeXMLDocument`` gives for this document, found without building its tree;
+    /// `fallback` when it gives none.
+    ///
+    /// libxml2 words some failures differently when it reads a stream: a truncated document is
+    /// "Extra content at the end of the document" (the tree parser: "Premature end of data in
+    /// tag MPD line 2"), a refused DTD comes without its line. Asking the tree parser's checks
+    /// again (only when the reader fails; they stop at the same place) makes a document refused
+    /// in the same words whichever way it is read.
+    private func treeParserError(or fallback: DownloadError) -> DownloadError {
+        XMLDocumentStorage.error(parsing: UnsafeRawBufferPointer(buffer), options: options) ?? fallback
     }
 
     private func startElement(depth: Int, line: Int) throws(DownloadError) -> Node {
@@ -210,6 +251,7 @@ public final class XMLStreamReader {
             kind: .startElement,
             name: name,
             namespaceURI: namespaceURI,
+            prefix: LibXML2.string(xmlTextReaderConstPrefix(reader)),
             depth: depth,
             attributes: attributes,
             text: nil,
