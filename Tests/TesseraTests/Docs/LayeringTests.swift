@@ -12,7 +12,7 @@ import Testing
 
     /// The folders of helpers every layer may use; they know none of the layers above them
     /// (nor each other's layers: files, processes, locks, hostile input, HTTP values).
-    static let neutral = ["HTTP", "Files", "Process", "Concurrency", "Safety"]
+    static let neutral = ["HTTP", "Files", "Process", "Concurrency", "Safety", "Metrics"]
 
     /// The layers the neutral folders must not refer to.
     static let layers = ["Engine", "Manager", "Entity", "Store", "Cache", "Manifest", "Monitor", "Events", "Crypto", "PostProcessing"]
