@@ -10,8 +10,8 @@ import Testing
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Sources/Tessera").path
 
-    /// The folders of helpers every layer may use; they know none of the layers above them
-    /// (nor each other's layers: files, processes, locks, hostile input, HTTP values).
+    /// The folders of what every layer may use (HTTP's values, files, processes, locks, hostile
+    /// input, metrics); they know none of the layers.
     static let neutral = ["HTTP", "Files", "Process", "Concurrency", "Safety", "Metrics"]
 
     /// The layers the neutral folders must not refer to.
