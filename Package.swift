@@ -46,6 +46,10 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.101.2"),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.10.0"),
+        // The core library reports its counters through CoreMetrics (no backend of its own);
+        // the daemon exports them with swift-prometheus.
+        .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
         // The daemon's HTTP and WebSocket server (TesseraServer only; the core library does not
         // depend on it).
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
@@ -82,6 +86,7 @@ let package = Package(
                 "CTesseraSystem",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),
         .target(
@@ -106,6 +111,8 @@ let package = Package(
                 .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
 
@@ -123,6 +130,7 @@ let package = Package(
                 "TesseraTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
             ] + plugins.map { .target(name: $0.name) }
         ),
         .executableTarget(
@@ -149,7 +157,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TesseraTests",
-            dependencies: ["Tessera", "TesseraTesting"]
+            dependencies: ["Tessera", "TesseraTesting", .product(name: "MetricsTestKit", package: "swift-metrics")]
         ),
         // Runs the built `tessera` executable, as its users do.
         .testTarget(
@@ -162,6 +170,8 @@ let package = Package(
             dependencies: [
                 "TesseraServer", "Tessera", "TesseraTesting", "DASHEntity", "MetalinkEntity",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
             ]
         ),
         .testTarget(

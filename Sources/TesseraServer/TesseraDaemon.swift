@@ -47,7 +47,7 @@ public actor TesseraDaemon {
     let resolver: Resolver
     let logger: Logger
     /// Counters for `/metrics`.
-    public nonisolated let metrics = DaemonMetrics()
+    public nonisolated let metrics: DaemonMetrics
     /// Where the daemon's documents are served (`http://127.0.0.1:PORT`), once the server runs.
     private var documentBaseURL: String?
     /// What tasks were added from (aria2's `uris`), by task; kept while the daemon runs.
@@ -62,9 +62,14 @@ public actor TesseraDaemon {
     /// A random identifier of this run (`aria2.getSessionInfo`).
     public nonisolated let sessionID: String = (0..<20).map { _ in String(UInt8.random(in: 0...255), radix: 16) }.joined()
 
-    /// Creates the daemon; nothing runs until ``start()``.
-    public init(manager: DownloadTaskManager, configuration: Configuration, logger: Logger = Logger(label: "tessera.serve"), resolver: @escaping Resolver) {
+    /// Creates the daemon; nothing runs until ``start()``. `metrics` is where `/metrics` comes
+    /// from: pass the one whose ``DaemonMetrics/factory`` the manager's engine and cache report to.
+    public init(
+        manager: DownloadTaskManager, configuration: Configuration, logger: Logger = Logger(label: "tessera.serve"),
+        metrics: DaemonMetrics = DaemonMetrics(), resolver: @escaping Resolver
+    ) {
         self.manager = manager
+        self.metrics = metrics
         self.configuration = configuration
         self.resolver = resolver
         self.logger = logger

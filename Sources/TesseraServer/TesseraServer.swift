@@ -12,7 +12,8 @@ import UnixSignals
 /// `/api/resolve`), server-sent events (`/events`), the dashboard (`/`) and `/metrics`.
 ///
 /// Only glue: every answer comes from ``Aria2RPC``, ``TesseraDaemon``, ``EventJSON`` and
-/// ``MetricsText``, which are tested without a network.
+/// ``MetricsText``, which are tested without a network. Hummingbird's `MetricsMiddleware`
+/// counts the requests through `MetricsSystem.factory`.
 public struct TesseraServer: Sendable {
     /// Where and how the server listens.
     public struct Configuration: Sendable {
@@ -80,6 +81,9 @@ public struct TesseraServer: Sendable {
     // MARK: - Routes
 
     func addRoutes(to router: Router<BasicWebSocketRequestContext>) {
+        // Request counts and durations, through `MetricsSystem.factory` (which `tessera serve`
+        // bootstraps with the daemon's), before every route (it applies to the routes added after).
+        router.add(middleware: MetricsMiddleware())
         let rpc = self.rpc
         let daemon = self.daemon
         let maxBody = configuration.maxBodySize

@@ -150,24 +150,40 @@ import Testing
     }
 
     @Test func metricsAreInPrometheusTextFormat() {
-        let text = MetricsText.render(
-            tasks: [info(state: .completed, done: 5, total: 5, outputs: []), info(state: .failed, done: 1, total: 5, outputs: [])],
-            groups: [], engine: CurlEngine.Statistics(activeTransfers: 1, queuedTransfers: 0, finishedTransfers: 7, bytesReceived: 99),
-            counters: DaemonMetrics.Snapshot(
-                added: 2, removedByRPC: 0, completed: 1, failures: ["httpStatus": 1], retried: [:], bytesDone: 6),
-            cache: (entries: 3, bytes: 300, hits: 4, misses: 1))
+        // Counters from the events, states from what is read at the scrape.
+        let metrics = DaemonMetrics()
+        var failed = info(state: .failed, done: 1, total: 5, outputs: [])
+        failed.error = DownloadError(.httpStatus, "404")
+        metrics.added(2)
+        metrics.record(.taskProgress(info(state: .downloading, done: 3, total: 5, outputs: [])))
+        metrics.record(.taskStateChanged(info(state: .completed, done: 5, total: 5, outputs: []), previous: .downloading))
+        metrics.record(.taskStateChanged(failed, previous: .downloading))
+        metrics.record(.taskError(failed.id, DownloadError(.httpStatus, "503"), willRetry: true))
+        metrics.removedByRPC()
+        let text = metrics.exposition(
+            tasks: [info(state: .completed, done: 5, total: 5, outputs: []), failed], groups: 0,
+            engine: CurlEngine.Statistics(activeTransfers: 1, queuedTransfers: 0, finishedTransfers: 7, bytesReceived: 99),
+            cache: (entries: 3, bytes: 300))
         #expect(text.contains("# TYPE tessera_tasks gauge\n"))
-        #expect(text.contains("tessera_tasks{state=\"completed\"} 1\n"))
-        #expect(text.contains("tessera_tasks{state=\"failed\"} 1\n"))
-        #expect(text.contains("tessera_transfers_total 7\n"))
+        #expect(text.contains("tessera_tasks{state=\"completed\"} 1.0\n"))
+        #expect(text.contains("tessera_tasks{state=\"failed\"} 1.0\n"))
+        #expect(text.contains("tessera_transfers_active 1.0\n"))
+        #expect(text.contains("tessera_transfers_total 0\n"), "the engine counts its own (none reported here)")
         #expect(text.contains("tessera_task_failures_total{code=\"httpStatus\"} 1\n"))
-        #expect(text.contains("tessera_cache_entries 3\n"))
-        #expect(text.contains("tessera_cache_hits_total 4\n"))
-        #expect(text.contains("tessera_downloaded_bytes_total 6\n"))
+        #expect(text.contains("tessera_errors_retried_total{code=\"httpStatus\"} 1\n"))
+        #expect(text.contains("tessera_cache_entries 3.0\n"))
+        #expect(text.contains("tessera_downloaded_bytes_total 5\n"), "the most each task has done, counted once")
+        #expect(text.contains("tessera_tasks_added_total 2\n"))
+        #expect(text.contains("tessera_tasks_removed_total 1\n"))
+        #expect(text.contains("tessera_tasks_completed_total 1\n"))
+        #expect(!text.contains("tessera_cache_hits_total"), "counted by a cache, and there is none")
         // Every sample line is `name{labels} value` or `name value`.
         for line in text.split(separator: "\n") where !line.hasPrefix("#") {
-            #expect(line.wholeMatch(of: /[a-z_]+(\{[a-z]+="[^"]*"\})? -?[0-9]+/) != nil, "\(line)")
+            #expect(line.wholeMatch(of: /[a-z_]+(\{[a-z]+="[^"]*"(,[a-z]+="[^"]*")*\})? -?[0-9]+(\.[0-9]+)?(e[+-]?[0-9]+)?/) != nil, "\(line)")
         }
+        // A second scrape shows the same families (each registered once).
+        #expect(metrics.exposition(tasks: [], groups: 0, engine: CurlEngine.Statistics(activeTransfers: 0, queuedTransfers: 0, finishedTransfers: 0, bytesReceived: 0), cache: nil)
+            .split(separator: "\n").filter { $0.hasPrefix("# TYPE") }.count == text.split(separator: "\n").filter { $0.hasPrefix("# TYPE") }.count)
     }
 }
 

@@ -16,23 +16,29 @@ struct ServeHarness {
     let root: TemporaryDirectory
     let secret: String?
 
+    /// `cache`: the manager has a segment cache. The engine and the cache report to the daemon's
+    /// metrics (no global bootstrap).
     static func with(
-        secret: String? = "s3cret", maxBatch: Int = 100, _ body: (ServeHarness) async throws -> Void
+        secret: String? = "s3cret", maxBatch: Int = 100, cache: Bool = false, _ body: (ServeHarness) async throws -> Void
     ) async throws {
         let origin = try await LoopbackOrigin.start()
         let root = TemporaryDirectory("serve")
-        let engine = try CurlEngine(configuration: .forTests())
+        let metrics = DaemonMetrics()
+        var engineConfiguration = CurlEngine.Configuration.forTests()
+        engineConfiguration.metricsFactory = metrics.factory
+        let engine = try CurlEngine(configuration: engineConfiguration)
         let registry = EntityRegistry()
         DASHEntity.register(in: registry)
         MetalinkEntity.register(in: registry)
         var configuration = DownloadTaskManager.Configuration(downloadRoot: root.file("downloads"))
         configuration.progressInterval = .milliseconds(50)
         configuration.maxConcurrentTasks = 2
-        let manager = DownloadTaskManager(configuration: configuration, engine: engine, registry: registry)
+        let segmentCache = cache ? try SegmentCache(directory: root.file("cache"), metricsFactory: metrics.factory) : nil
+        let manager = DownloadTaskManager(configuration: configuration, engine: engine, cache: segmentCache, registry: registry)
         var daemonConfiguration = TesseraDaemon.Configuration(
             downloadRoot: root.file("downloads"), secret: secret, documentDirectory: root.file("documents"))
         daemonConfiguration.maxBatch = maxBatch
-        let daemon = TesseraDaemon(manager: manager, configuration: daemonConfiguration) { input, directory in
+        let daemon = TesseraDaemon(manager: manager, configuration: daemonConfiguration, metrics: metrics) { input, directory in
             try await registry.makeEntities(
                 for: EntityInput(input, destinationDirectory: directory), context: ResolveContext(engine: engine))
         }

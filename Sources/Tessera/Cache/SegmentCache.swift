@@ -1,3 +1,4 @@
+import CoreMetrics
 import Foundation
 
 #if canImport(Glibc)
@@ -58,12 +59,18 @@ public final class SegmentCache: Sendable {
     /// Entries beyond this many bytes are evicted, least recently used first.
     public let byteBudget: Int64
     private let state = Locked(State())
+    private let metrics: CacheMetrics
 
     /// Opens (creating it when missing) the cache in `directory` and indexes what is there;
     /// entries without a sidecar, or whose sidecar does not match, are removed.
-    public init(directory: String, byteBudget: Int64 = 4 << 30) throws(DownloadError) {
+    ///
+    /// Lookups are counted through swift-metrics (`tessera_cache_hits_total`,
+    /// `tessera_cache_misses_total`) with `metricsFactory`, or `MetricsSystem.factory` when it is
+    /// `nil`; ``lookupCounts`` counts them too.
+    public init(directory: String, byteBudget: Int64 = 4 << 30, metricsFactory: (any MetricsFactory)? = nil) throws(DownloadError) {
         self.directory = directory
         self.byteBudget = max(0, byteBudget)
+        self.metrics = CacheMetrics(factory: metricsFactory ?? MetricsSystem.factory)
         try FileOperations.createDirectory(SafePath.join(directory, "tmp"))
         FileOperations.removeTree(SafePath.join(directory, "tmp"))
         try FileOperations.createDirectory(SafePath.join(directory, "tmp"))
@@ -99,6 +106,7 @@ public final class SegmentCache: Sendable {
         let name = Self.name(for: key)
         guard let indexed = state.withLock({ $0.entries[name] }), indexed.key == key else {
             state.withLock { $0.misses += 1 }
+            metrics.misses.increment()
             return nil
         }
         let path = dataPath(name)
@@ -110,9 +118,11 @@ public final class SegmentCache: Sendable {
         guard valid else {
             remove(key)
             state.withLock { $0.misses += 1 }
+            metrics.misses.increment()
             return nil
         }
         state.withLock { $0.hits += 1 }
+        metrics.hits.increment()
         touch(name, path: path)
         return Entry(key: key, path: path, size: indexed.size, checksum: indexed.checksum ?? checksum)
     }

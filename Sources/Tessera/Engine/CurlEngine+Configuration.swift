@@ -1,3 +1,4 @@
+import CoreMetrics
 import Logging
 
 extension CurlEngine {
@@ -54,6 +55,14 @@ extension CurlEngine {
         public var allowsHTTP2: Bool = true
         /// Where the engine logs; debug level shows each transfer's start and end.
         public var logger: Logger = Logger(label: "tessera.engine")
+        /// Where the engine reports its metrics through swift-metrics: body bytes received
+        /// (`tessera_engine_received_bytes_total`), transfers finished (`tessera_transfers_total`,
+        /// and `tessera_transfer_outcomes_total` by `outcome`: completed, failed, cancelled) and
+        /// their durations (the timer `tessera_transfer_duration_seconds`). The instruments are
+        /// made once, when the engine starts. `nil` (the default) takes `MetricsSystem.factory`
+        /// then, so an app that bootstrapped a backend (swift-prometheus, swift-otel, StatsD) gets
+        /// them; a test passes a factory of its own and needs no global bootstrap.
+        public var metricsFactory: (any MetricsFactory)?
 
         /// Creates the default configuration.
         public init() {}

@@ -86,7 +86,8 @@ final class CurlTransfer {
     /// lets short transfers through at full speed, so the engine applies its own bucket.)
     var ownBucket: TokenBucket?
     private var lastProgress: UInt64 = 0
-    private let startTime = MonotonicClock.nanoseconds()
+    /// When the engine started it (``MonotonicClock``).
+    let startTime = MonotonicClock.nanoseconds()
 
     var id: UInt64 { pending.token.id }
 

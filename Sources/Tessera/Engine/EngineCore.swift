@@ -1,4 +1,5 @@
 import CCurl
+import CoreMetrics
 import Foundation
 import Logging
 import Synchronization
@@ -53,6 +54,8 @@ final class EngineCore: @unchecked Sendable {
     let queuedCount = Atomic<Int>(0)
     let receivedTotal = Atomic<Int64>(0)
     let completedCount = Atomic<Int>(0)
+    /// The same counts (and durations) for swift-metrics, made once.
+    private let metrics: EngineMetrics
     /// The global rate limit as last set (0: none), readable from any thread.
     let rateLimitSetting = Atomic<Int64>(0)
     /// Set while the engine thread is (about to be) in `curl_multi_poll`; submissions wake it
@@ -78,6 +81,7 @@ final class EngineCore: @unchecked Sendable {
         self.multi = multi
         self.configuration = configuration
         self.logger = configuration.logger
+        self.metrics = EngineMetrics(factory: configuration.metricsFactory ?? MetricsSystem.factory)
         self.verbose = ProcessInfo.processInfo.environment["TESSERA_CURL_VERBOSE"] == "1"
         self.progressIntervalNanoseconds = UInt64(max(0, configuration.progressInterval.nanoseconds))
         if let rate = configuration.globalRateLimit, rate > 0 {
@@ -316,6 +320,7 @@ final class EngineCore: @unchecked Sendable {
             let result = transfer.completedWithoutRequest()
             recycle(easy)
             completedCount.add(1, ordering: .relaxed)
+            metrics.finished(.completed, nanoseconds: MonotonicClock.nanoseconds() &- transfer.startTime)
             pending.complete(.success(result))
             return
         }
@@ -355,6 +360,7 @@ final class EngineCore: @unchecked Sendable {
             // a state libcurl will not reconfigure: it is not used again.
             detach(transfer, reusable: code == CURLE_OK)
             receivedTotal.add(transfer.received, ordering: .relaxed)
+            metrics.received(transfer.received)
             if needsRestart {
                 var pending = transfer.pending
                 pending.request.resume = nil
@@ -364,13 +370,16 @@ final class EngineCore: @unchecked Sendable {
                 continue
             }
             completedCount.add(1, ordering: .relaxed)
+            let elapsed = MonotonicClock.nanoseconds() &- transfer.startTime
             switch outcome {
             case .success(let result):
+                metrics.finished(.completed, nanoseconds: elapsed)
                 logger.debug("transfer finished", metadata: [
                     "id": "\(transfer.id)", "status": "\(result.status)", "bytes": "\(result.bytesReceived)",
                 ])
                 transfer.pending.complete(.success(result))
             case .failure(let error):
+                metrics.finished(.failed, nanoseconds: elapsed)
                 logger.debug("transfer failed", metadata: ["id": "\(transfer.id)", "error": "\(error)"])
                 transfer.pending.complete(.failure(error))
             }
@@ -382,6 +391,8 @@ final class EngineCore: @unchecked Sendable {
             detach(transfer)
             receivedTotal.add(transfer.received, ordering: .relaxed)
             completedCount.add(1, ordering: .relaxed)
+            metrics.received(transfer.received)
+            metrics.finished(.cancelled, nanoseconds: MonotonicClock.nanoseconds() &- transfer.startTime)
             var error = cancelledError(transfer.pending.request)
             error.checkpoint = transfer.cancellationCheckpoint
             transfer.pending.complete(.failure(error))

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CoreMetrics
 import Foundation
 import Logging
 import Tessera
@@ -89,6 +90,11 @@ struct ServeCommand: AsyncParsableCommand {
         }
         var network = self.network
         if let limit = maxOverallDownloadLimit { network.limitRate = limit == "0" ? nil : limit }
+        // Everything that reports through swift-metrics in this process (the engine and the cache
+        // the session creates, Hummingbird's request metrics) goes to the daemon's registry, which
+        // /metrics exports. Once per process, before any of them is created.
+        let metrics = DaemonMetrics()
+        MetricsSystem.bootstrap(metrics.factory)
         let session: Session
         do {
             session = try Session.open(Session.Settings(
@@ -118,7 +124,7 @@ struct ServeCommand: AsyncParsableCommand {
         ]
         // aria2.shutdown stops the daemon as SIGTERM does (the server's handler takes it).
         daemonConfiguration.shutdownRequest = { kill(getpid(), SIGTERM) }
-        let daemon = TesseraDaemon(manager: session.manager, configuration: daemonConfiguration) { input, directory in
+        let daemon = TesseraDaemon(manager: session.manager, configuration: daemonConfiguration, metrics: metrics) { input, directory in
             try await resolver.entities(for: input, destinationDirectory: directory)
         }
         if listenAll && secret == nil {

@@ -10,14 +10,24 @@ import Testing
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("Sources/Tessera").path
 
+    /// The folders of what every layer may use (HTTP's values, files, processes, locks, hostile
+    /// input, metrics); they know none of the layers.
+    static let neutral = ["HTTP", "Files", "Process", "Concurrency", "Safety", "Metrics"]
+
+    /// The layers the neutral folders must not refer to.
+    static let layers = ["Engine", "Manager", "Entity", "Store", "Cache", "Manifest", "Monitor", "Events", "Crypto", "PostProcessing"]
+
     /// What each folder must not refer to.
-    static let forbidden: [String: [String]] = [
-        "HTTP": ["Engine", "Manager", "Entity", "Store", "Cache", "Manifest", "Monitor", "Events", "Crypto"],
+    static let forbidden: [String: [String]] = Dictionary(uniqueKeysWithValues: neutral.map { ($0, layers) }).merging([
         "Engine": ["Manager", "Entity", "Store", "Cache", "Manifest", "Monitor", "Events"],
         "Manifest": ["Engine", "Manager", "Store", "Cache", "Monitor", "Events"],
         "Store": ["Engine", "Manager", "Cache", "Monitor"],
         "Cache": ["Engine", "Manager", "Entity", "Store", "Monitor", "Events"],
-    ]
+    ]) { neutral, _ in neutral }
+
+    /// Every folder of the framework, so a new one is a decision (it appears in README.md's
+    /// "Layout" and, when it is a layer, in ``forbidden``).
+    static let folders: Set<String> = Set(neutral + layers + ["Tessera.docc"])
 
     /// The Swift files of a folder.
     static func files(in folder: String) -> [String] {
@@ -61,7 +71,7 @@ import Testing
     /// type aliases).
     static func declaredTypes(in folder: String) -> Set<String> {
         let pattern = try! NSRegularExpression(
-            pattern: #"^(?:public |open |final |internal |private |fileprivate )*(?:class|struct|enum|protocol|actor|typealias) ([A-Z][A-Za-z0-9_]*)"#,
+            pattern: #"^(?:public |package |open |final |internal |private |fileprivate )*(?:class|struct|enum|protocol|actor|typealias) ([A-Z][A-Za-z0-9_]*)"#,
             options: [.anchorsMatchLines])
         var names = Set<String>()
         for file in files(in: folder) {
@@ -101,6 +111,26 @@ import Testing
                 }
             }
         }
+    }
+
+    @Test func everyFolderIsAKnownLayer() throws {
+        let present = try FileManager.default.contentsOfDirectory(atPath: Self.sources).filter { name in
+            var isDirectory: ObjCBool = false
+            return FileManager.default.fileExists(atPath: Self.sources + "/" + name, isDirectory: &isDirectory) && isDirectory.boolValue
+        }
+        #expect(Set(present) == Self.folders)
+    }
+
+    @Test func theHelpersLiveInFoldersThatNameThem() {
+        // HTTP/ holds HTTP's values only; the rest have homes of their own.
+        for (folder, type) in [
+            ("Files", "FileOperations"), ("Process", "SpawnedProcess"), ("Process", "CrashPoint"),
+            ("Concurrency", "Locked"), ("Safety", "UntrustedText"),
+        ] {
+            #expect(Self.declaredTypes(in: folder).contains(type), "\(type) is not in \(folder)/")
+        }
+        #expect(Self.files(in: "Safety").contains { $0.hasSuffix("/SaturatingArithmetic.swift") })
+        #expect(Self.declaredTypes(in: "HTTP").isDisjoint(with: ["FileOperations", "SpawnedProcess", "CrashPoint", "Locked", "UntrustedText"]))
     }
 
     @Test func theCheckFindsAReferenceWhenThereIsOne() {

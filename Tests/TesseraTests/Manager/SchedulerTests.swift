@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import Tessera
 
@@ -110,6 +111,122 @@ import Testing
         #expect(scheduler.state(of: a) == .completed)
         _ = scheduler.beginCommand()
         #expect(launched(scheduler.handle(.start(a, redo: true))) == [a])
+    }
+
+    @Test func restoredTasksKeepTheirStateAndPlaceAndWaitForSchedule() {
+        // After a restart the store gives each task back as it was: restoring launches nothing
+        // (the manager restores every task first), then `schedule` starts the waiting ones,
+        // heaviest first; a paused one stays paused.
+        var scheduler = scheduler(tasks: 1)
+        #expect(scheduler.handle(.restored(a, sequence: 1, weight: 0, state: .waiting)).isEmpty)
+        #expect(scheduler.handle(.restored(b, sequence: 2, weight: 5, state: .waiting)).isEmpty)
+        #expect(scheduler.handle(.restored(c, sequence: 3, weight: 9, state: .paused)).isEmpty)
+        #expect(scheduler.handle(.restored(b, sequence: 4, weight: 0, state: .paused)).isEmpty, "a task is restored once")
+        #expect(scheduler.handle(.schedule) == [.changed(b, from: .waiting, to: .resolving), .launch(b, generation: 1)])
+        #expect(scheduler.state(of: a) == .waiting)
+        #expect(scheduler.state(of: c) == .paused)
+        // A command still puts a task ahead of every restored weight.
+        _ = scheduler.beginCommand()
+        #expect(scheduler.handle(.resume(c)) == [.changed(c, from: .paused, to: .waiting)])
+        #expect(scheduler.weight(of: c) == 10)
+        #expect(launched(scheduler.handle(.ended(b, generation: 1, .completed))) == [c], "c before a")
+    }
+
+    @Test func scheduleLaunchesWhatALargerTaskLimitMakesRoomFor() {
+        var scheduler = scheduler(tasks: 1)
+        add([a, b, c], to: &scheduler)
+        #expect(scheduler.handle(.schedule).isEmpty, "nothing more fits")
+        scheduler.setTaskLimit(3)
+        #expect(scheduler.handle(.schedule) == [
+            .changed(b, from: .waiting, to: .resolving), .launch(b, generation: 1),
+            .changed(c, from: .waiting, to: .resolving), .launch(c, generation: 1),
+        ])
+        #expect(scheduler.handle(.schedule).isEmpty)
+    }
+
+    @Test func removingATaskCancelsItsRunForgetsItAndStartsTheNext() {
+        var scheduler = scheduler(tasks: 1, segments: 2)
+        add([a, b], to: &scheduler)
+        let run = generation(scheduler, a)
+        _ = scheduler.handle(.resolved(a, generation: run, demand: ["h": 5]))
+        #expect(scheduler.segmentsInUse == 2)
+        _ = scheduler.beginCommand()
+        #expect(scheduler.handle(.remove(a)) == [
+            .cancel(a), .changed(a, from: .downloading, to: .removed),
+            .changed(b, from: .waiting, to: .resolving), .launch(b, generation: 1),
+        ])
+        #expect(scheduler.entry(a) == nil, "forgotten")
+        #expect(scheduler.segmentsInUse == 0, "its slots are free")
+        #expect(scheduler.activeCount == 1, "only b holds a task slot")
+        // What its cancelled run still reports, and a second remove, do nothing.
+        #expect(scheduler.handle(.returned(a, generation: run, host: "h", count: 2)).isEmpty)
+        #expect(scheduler.handle(.ended(a, generation: run, .stopped)).isEmpty)
+        #expect(scheduler.handle(.remove(a)).isEmpty)
+    }
+
+    @Test func aRunThatReResolvesHoldsATaskSlotAgainAndKeepsItsSegmentSlots() {
+        // A segment URL expired: the run fetches a fresh manifest while its other transfers go on.
+        var scheduler = scheduler(tasks: 1, segments: 4)
+        add([a, b], to: &scheduler)
+        let run = generation(scheduler, a)
+        _ = scheduler.handle(.resolved(a, generation: run, demand: ["h": 1]))
+        #expect(scheduler.activeCount == 1, "a's one segment is in flight: b took the task slot")
+        #expect(scheduler.handle(.reResolving(a, generation: run)) == [.changed(a, from: .downloading, to: .resolving)])
+        #expect(scheduler.activeCount == 2, "resolving holds a task slot, even over the limit: nothing is stopped for it")
+        #expect(scheduler.segmentsInUse == 1, "the transfer in flight keeps its slot")
+        #expect(scheduler.handle(.reResolving(a, generation: run)).isEmpty, "already resolving")
+        #expect(scheduler.handle(.reResolving(a, generation: run - 1)).isEmpty, "an older run")
+        // Resolved again: downloading, and what it wants next is granted.
+        let again = scheduler.handle(.resolved(a, generation: run, demand: ["h": 1]))
+        #expect(again == [
+            .changed(a, from: .resolving, to: .downloading), .share(a, generation: run, limit: 2),
+            .grant(a, generation: run, host: "h", count: 1),
+        ])
+    }
+
+    @Test func aRunAskingForMoreSegmentsGetsThemUpToItsShareAndHoldsItsTaskSlotWhileAnyWait() {
+        var scheduler = scheduler(tasks: 1, segments: 2)
+        add([a, b], to: &scheduler)
+        let run = generation(scheduler, a)
+        let resolved = scheduler.handle(.resolved(a, generation: run, demand: ["h": 1]))
+        #expect(launched(resolved) == [b], "a wants one slot and has it: b starts")
+        // A split: a wants three more. One slot is free; its share grows to both slots.
+        #expect(scheduler.handle(.demand(a, generation: run, host: "h", count: 3)) == [
+            .share(a, generation: run, limit: 2), .grant(a, generation: run, host: "h", count: 1),
+        ])
+        #expect(scheduler.entry(a)?.demandTotal == 2, "two still wait for a slot")
+        #expect(scheduler.entry(a)?.isActive == true)
+        #expect(scheduler.handle(.demand(a, generation: run, host: "h", count: 0)).isEmpty, "nothing asked")
+        #expect(scheduler.handle(.demand(a, generation: run - 1, host: "h", count: 1)).isEmpty, "an older run")
+        // A slot comes back: it goes to what a still waits for.
+        #expect(scheduler.handle(.returned(a, generation: run, host: "h", count: 1)) == [.grant(a, generation: run, host: "h", count: 1)])
+    }
+
+    @Test func aRunThatGoesAwayWithoutACommandIsPaused() {
+        // The manager shuts down: its runs end `stopped`; the tasks resume at the next start.
+        var scheduler = scheduler(tasks: 1)
+        add([a, b], to: &scheduler)
+        #expect(scheduler.handle(.ended(a, generation: generation(scheduler, a), .stopped)) == [
+            .changed(a, from: .resolving, to: .paused),
+            .changed(b, from: .waiting, to: .resolving), .launch(b, generation: 1),
+        ])
+    }
+
+    /// Every case of `Scheduler.Event` is handed to `handle` somewhere in this file (the source of
+    /// both is read): a new event comes with its test.
+    @Test func everyEventIsSentByATest() throws {
+        let folder = URL(fileURLWithPath: #filePath).deletingLastPathComponent()
+        let sources = folder.deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let scheduler = try String(contentsOf: sources.appendingPathComponent("Sources/Tessera/Manager/Scheduler.swift"), encoding: .utf8)
+        let tests = try String(contentsOf: URL(fileURLWithPath: #filePath), encoding: .utf8)
+        let body = try #require(scheduler.range(of: "enum Event: Sendable {").flatMap { start in
+            scheduler.range(of: "\n    }\n", range: start.upperBound..<scheduler.endIndex).map { scheduler[start.upperBound..<$0.lowerBound] }
+        })
+        let events = body.matches(of: /\n\s+case ([a-zA-Z]+)/).map { String($0.1) }
+        #expect(events.count >= 19)
+        for event in events {
+            #expect(tests.contains("handle(.\(event)(") || tests.contains("handle(.\(event))"), "no test sends .\(event)")
+        }
     }
 
     // MARK: Segment slots
