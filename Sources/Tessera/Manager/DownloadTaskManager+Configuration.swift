@@ -56,6 +56,9 @@ extension DownloadTaskManager {
         /// name, inside the entity's destination directory (the download root for the entities
         /// of `tessera get`). `nil`: the plugins' names.
         public var outputNameTemplate: OutputNameTemplate?
+        /// Who may write the tasks' journals and files under ``downloadRoot`` when other
+        /// processes share it (a fleet's leases); `nil` (the default): this manager alone.
+        public var writeFence: (any TaskWriteFence)?
         /// Where to log.
         public var logger = Logger(label: "tessera.manager")
 

@@ -800,6 +800,10 @@ extension TaskRun {
     /// file cut to its size, checked, and moved there without replacing a file. `false` when a
     /// file is there. Blocking (the executor's, or another thread that may block).
     func moveIntoPlace(_ writer: OutputWriter) throws(DownloadError) -> Bool {
+        // Another process may hold the task now (a fleet's lease): nothing is moved without it.
+        if let fence = services.layout.fence, !fence.awaitWritePermission(for: id) {
+            throw DownloadError(.cancelled, "\(writer.output.name) was not moved into place: this process no longer holds the task")
+        }
         let destination = writer.finalPath
         let part = writer.partPath
         let length: Int64? = switch writer.kind {
