@@ -20,7 +20,6 @@ import TesseraTesting
 import Glibc
 #endif
 
-setvbuf(stdout, nil, _IOLBF, 0)
 
 struct Failure: Error, CustomStringConvertible {
     var description: String
@@ -250,9 +249,9 @@ func bench() async throws {
         }
         await fleet.stop()
     }
-    // Claims per second: 4 claimers (a worker each) taking one task per statement, with 2,000
-    // and with 100,000 tasks queued.
-    for depth in [2_000, 100_000] {
+    // Claims per second: 4 claimers (a worker each) taking one task per statement, then ten, with
+    // 5,000 and with 100,000 tasks queued.
+    for depth in [5_000, 100_000] {
         let server = try await PostgresTestServer.start()
         let connection = try await FleetConnection.open(try FleetDatabase(url: server.url), connections: 8, logger: logger)
         do {
@@ -270,13 +269,16 @@ func bench() async throws {
             for index in 0..<4 { workers.append(try await queue.join(host: "bench", pid: Int32(index), port: nil, maxTasks: 1, lease: .seconds(600))) }
             for (batch, label) in [(1, "1 task per claim"), (10, "10 tasks per claim")] {
                 let total = 2_000
+                let share = total / workers.count
                 let began = ContinuousClock.now
                 try await withThrowingTaskGroup(of: Int.self) { group in
                     for worker in workers {
                         group.addTask {
                             var claimed = 0
-                            while claimed < total / workers.count {
-                                claimed += try await queue.claim(worker: worker, count: batch).count
+                            while claimed < share {
+                                let got = try await queue.claim(worker: worker, count: batch).count
+                                guard got > 0 else { throw Failure(description: "the queue ran dry") }
+                                claimed += got
                             }
                             return claimed
                         }

@@ -87,7 +87,8 @@ struct FleetGuaranteeTimingTests {
             owner.process.send(SIGCONT)
             // It learns it was declared dead and joins again as a new worker.
             #expect(await eventually(within: .seconds(15)) {
-                owner.log.contains("declared this worker dead") && ((try? await fleet.activeWorkerPids()) ?? []).contains(Int(owner.pid))
+                guard owner.log.contains("declared this worker dead") else { return false }
+                return ((try? await fleet.activeWorkerPids()) ?? []).contains(Int(owner.pid))
             }, "\(fleet.logs)")
             #expect(TaskJournalFiles.suffixes.map { Self.stamp(journal + $0) } == before)
             #expect(await fleet.origin.content(at: path).verifyFile(atPath: fleet.root + "/big.bin", size: size))

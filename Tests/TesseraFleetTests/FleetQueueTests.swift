@@ -49,7 +49,7 @@ struct FleetQueueTests {
             }
             #expect(versions == [FleetSchema.version])
             try await connection.queue.client.query("INSERT INTO tessera_fleet_schema (version) VALUES (99)")
-            do {
+            do throws(FleetError) {
                 let newer = try await FleetConnection.open(try FleetDatabase(url: server.url), logger: logger)
                 await newer.close()
                 Issue.record("a schema newer than the binary was accepted")
@@ -65,7 +65,7 @@ struct FleetQueueTests {
         defer { port.close() }
         var logger = Logger(label: "test")
         logger.logLevel = .critical
-        do {
+        do throws(FleetError) {
             let connection = try await FleetConnection.open(
                 try FleetDatabase(url: "postgres://tessera@127.0.0.1:\(port.port)/fleet"), timeout: .seconds(5), logger: logger)
             await connection.close()
