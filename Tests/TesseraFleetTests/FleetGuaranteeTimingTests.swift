@@ -81,16 +81,20 @@ struct FleetGuaranteeTimingTests {
             // The frozen worker's journal (its epoch's files) as the takeover found it.
             let id = DirectEntity(url: fleet.origin.url(path)).taskID
             let journal = TaskJournalFiles.basePath(root: fleet.root, id: id, epoch: UInt64(row.epoch))
-            let before = TaskJournalFiles.suffixes.map { Self.stamp(journal + $0) }
-            #expect(before.contains { $0 != nil }, "the frozen worker had written no journal")
+            #expect(TaskJournalFiles.suffixes.contains { Self.stamp(journal + $0) != nil }, "the frozen worker had written no journal")
             #expect(await eventually(within: .seconds(60)) { (try? await fleet.row(key))?.state == "completed" }, "\(fleet.logs)")
+            // (The new owner, done, has deleted the journals of the epochs before its own.)
+            let before = TaskJournalFiles.suffixes.map { Self.stamp(journal + $0) }
+            let finished = Self.stamp(fleet.root + "/big.bin")
             owner.process.send(SIGCONT)
             // It learns it was declared dead and joins again as a new worker.
             #expect(await eventually(within: .seconds(15)) {
                 guard owner.log.contains("declared this worker dead") else { return false }
                 return ((try? await fleet.activeWorkerPids()) ?? []).contains(Int(owner.pid))
             }, "\(fleet.logs)")
+            // Nothing of the frozen worker's journal came back, and the finished file was not replaced.
             #expect(TaskJournalFiles.suffixes.map { Self.stamp(journal + $0) } == before)
+            #expect(Self.stamp(fleet.root + "/big.bin") == finished, "the finished file was written again")
             #expect(await fleet.origin.content(at: path).verifyFile(atPath: fleet.root + "/big.bin", size: size))
             // No second copy moved into place, no partial file left.
             let names = try FileManager.default.contentsOfDirectory(atPath: fleet.root).filter { $0 != ".tessera" }

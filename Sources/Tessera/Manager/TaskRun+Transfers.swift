@@ -312,6 +312,7 @@ extension TaskRun {
         request.onFlush = { onDisk in
             if let range = landing.flushed(onDisk) { writer.written(range) }
         }
+        request.permitsWrite = writeCheck
         if services.engine.globalRateLimit != nil {
             // Under a rate limit, the round trip sizes how many segments are in flight.
             let shared = self.shared, decide = request.onResponse
@@ -657,6 +658,7 @@ extension TaskRun {
         request.onFlush = { onDisk in
             if let range = landing.flushed(onDisk) { writer.written(range) }
         }
+        request.permitsWrite = writeCheck
         if piece.isFirst {
             request.onResponse = firstResponseHook(for: writer, chunked: chunkedFirst)
         } else if services.engine.globalRateLimit != nil {
@@ -794,6 +796,14 @@ extension TaskRun {
         guard path != writer.finalPath else { return }
         writer.rename(to: path)
         mailbox.report(.named(output: writer.index, name: name, original: original))
+    }
+
+    /// What a request asks before each write to the task's files under a shared root (a fleet's
+    /// lease, see ``TaskWriteFence``); `nil` without a fence.
+    var writeCheck: (@Sendable () -> Bool)? {
+        guard let fence = services.layout.fence else { return nil }
+        let id = self.id
+        return { fence.permitsWrite(to: id) }
     }
 
     /// Finishes an output whose segments are all in, at its final path as it stands: the partial
