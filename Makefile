@@ -14,11 +14,13 @@ MEDIA_PACKAGES := ffmpeg
 # `tessera serve`'s acceptance (serve-check): aria2c to run the same aria2p script against,
 # python3-venv for aria2p, and Chromium for the dashboard.
 SERVE_PACKAGES := aria2 python3 python3-venv chromium
-TEST_PACKAGES  := nginx-light openssl tmux $(MEDIA_PACKAGES) $(SERVE_PACKAGES)
+# The fleet's tests, demo and benchmark start a PostgreSQL 15 of their own (initdb, pg_ctl).
+FLEET_PACKAGES := postgresql-15
+TEST_PACKAGES  := nginx-light openssl tmux $(MEDIA_PACKAGES) $(SERVE_PACKAGES) $(FLEET_PACKAGES)
 # What the benchmark compares against.
 BENCH_PACKAGES := nginx-light aria2 curl python3
 
-.PHONY: all demo test bench bench-cli conformance docs build deps bench-deps clean help install check fuzz soak serve-check live-bench
+.PHONY: all demo test bench bench-cli conformance docs build deps bench-deps clean help install check fuzz soak serve-check live-bench fleet-demo fleet-bench fleet-soak
 DOCC ?= $(shell command -v docc || echo "$(dir $(realpath $(shell command -v $(SWIFT))))docc")
 # What the conformance check compares against: aria2c from apt, yt-dlp from PyPI in a venv.
 CONFORMANCE_PACKAGES := aria2 python3 python3-venv
@@ -31,6 +33,9 @@ help:
 	@echo "make bench  the engine against curl and aria2c; tessera get on DASH/HLS/Metalink against yt-dlp and aria2c"
 	@echo "make bench-cli [BASELINE=old/tessera]  tessera get/resolve on many files and segments, one large file and kills, against curl and aria2c"
 	@echo "make serve-check  tessera serve driven by aria2p (and the same script against aria2c --enable-rpc), its dashboard in headless Chromium"
+	@echo "make fleet-demo  three tessera serve --fleet workers on a PostgreSQL of their own, one killed mid-download, files verified, takeover time printed"
+	@echo "make fleet-bench  the fleet's targets: takeover after SIGKILL, enqueue to first byte, claims/s with 100,000 queued"
+	@echo "make fleet-soak [FLEET_KILL_CYCLES=200]  the fleet's kill cycles, longer"
 	@echo "make conformance  DASH segment lists and HLS downloads against yt-dlp, Metalink downloads against aria2c"
 	@echo "make live-bench   live HLS and DASH recorded by tessera and streamlink side by side; tessera's CPU on an 8 Mbit/s stream"
 	@echo "make docs   the DocC documentation of Tessera into .build/docs (warnings are errors)"
@@ -132,6 +137,29 @@ check: deps
 	SWIFT_BACKTRACE=enable=no $(SWIFT) test --skip-build --sanitize=thread --scratch-path .build/tsan --skip TimingTests --no-parallel
 	$(SWIFT) build --build-tests --sanitize=address --scratch-path .build/asan
 	SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=$(ASAN_LEAKS) LSAN_OPTIONS=suppressions=$(CURDIR)/Tests/Sanitizers/lsan.supp $(SWIFT) test --skip-build --sanitize=address --scratch-path .build/asan --skip 'TimingTests|MemoryTests' --no-parallel
+
+# The fleet (docs/fleet.md): three `tessera serve --fleet` workers against a PostgreSQL 15 of
+# their own on 127.0.0.1, one SIGKILLed mid-download; every file verified, the takeover printed.
+fleet-demo: deps
+	$(call ensure_packages,$(FLEET_PACKAGES))
+	$(SWIFT) build --product tessera
+	$(SWIFT) build --product tessera-fleet-bench
+	bin="$$($(SWIFT) build --show-bin-path)" && "$$bin/tessera-fleet-bench" demo --tessera "$$bin/tessera"
+
+# The issue's targets for the fleet, measured (not timed tests): takeover after SIGKILL with a
+# 2 s lease and with the defaults, enqueue to first byte (p50), claims/s with 100,000 queued.
+fleet-bench: deps
+	$(call ensure_packages,$(FLEET_PACKAGES))
+	$(SWIFT) build -c release --product tessera
+	$(SWIFT) build -c release --product tessera-fleet-bench
+	bin="$$($(SWIFT) build -c release --show-bin-path)" && "$$bin/tessera-fleet-bench" bench --tessera "$$bin/tessera"
+
+# The kill cycles of the fleet's tests, longer (make test runs 20).
+FLEET_KILL_CYCLES ?= 200
+fleet-soak: deps
+	$(call ensure_packages,$(FLEET_PACKAGES))
+	$(SWIFT) build --build-tests
+	TESSERA_FLEET_KILL_CYCLES=$(FLEET_KILL_CYCLES) $(SWIFT) test --skip-build --filter randomKillCycles
 
 # The soak test alone (it measures this process's memory and open files).
 soak: deps

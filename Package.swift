@@ -55,6 +55,9 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.28.1"),
         .package(url: "https://github.com/hummingbird-project/hummingbird-websocket", from: "2.8.1"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        // The fleet's queue in PostgreSQL (TesseraFleet only; neither the core library nor the
+        // plugins depend on it).
+        .package(url: "https://github.com/vapor/postgres-nio", exact: "1.33.2"),
     ],
     targets: [
         // MARK: C libraries
@@ -116,6 +119,18 @@ let package = Package(
             ]
         ),
 
+        // MARK: The fleet (`tessera serve --fleet postgres://...`): many daemons share one queue in
+        // PostgreSQL and take over each other's downloads. Kept out of `Tessera` and the plugins.
+        .target(
+            name: "TesseraFleet",
+            dependencies: [
+                "Tessera",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
         // MARK: Entity plugins (see `plugins` above), and the expectations their tests share
         // (Swift Testing; not a product).
         .target(name: "TesseraTestSupport", dependencies: ["Tessera"], path: "Tests/TesseraTestSupport"),
@@ -127,11 +142,22 @@ let package = Package(
             dependencies: [
                 "Tessera",
                 "TesseraServer",
+                "TesseraFleet",
                 "TesseraTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ] + plugins.map { .target(name: $0.name) }
+        ),
+        // `make fleet-demo` and `make fleet-bench`: a PostgreSQL of its own, real workers.
+        .executableTarget(
+            name: "tessera-fleet-bench",
+            dependencies: [
+                "Tessera", "TesseraFleet", "TesseraTesting",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            path: "Benchmarks/FleetBench"
         ),
         .executableTarget(
             name: "tessera-engine-bench",
@@ -172,6 +198,16 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),
+            ]
+        ),
+        // The fleet: the lease policy as a value, then the queue and real `tessera serve --fleet`
+        // workers against a PostgreSQL 15 of each test's own.
+        .testTarget(
+            name: "TesseraFleetTests",
+            dependencies: [
+                "TesseraFleet", "Tessera", "TesseraTesting",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .testTarget(

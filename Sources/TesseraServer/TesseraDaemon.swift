@@ -26,6 +26,10 @@ public actor TesseraDaemon {
         /// What `aria2.shutdown` and `aria2.forceShutdown` do (the command stops the process as
         /// SIGTERM does); `nil` refuses them.
         public var shutdownRequest: (@Sendable () -> Void)?
+        /// Where added downloads go instead of this daemon's manager (a fleet's queue, from which
+        /// any worker may claim them): called with the entities and whether they are added
+        /// paused. `nil`: the manager starts them.
+        public var enqueue: (@Sendable (_ entities: [DownloadBaseEntity], _ paused: Bool) async throws -> Void)?
 
         /// Creates a configuration.
         public init(downloadRoot: String, secret: String? = nil, documentDirectory: String) {
@@ -250,14 +254,32 @@ public actor TesseraDaemon {
         return try? await NIOThreadPool.singleton.runIfActive { FileOperations.contents(path).map { Data($0) } }
     }
 
-    private func add(_ entities: [DownloadBaseEntity], options: AddOptions, uris: [String]) async throws -> [DownloadTaskInfo] {
-        var infos: [DownloadTaskInfo] = []
-        for entity in entities {
-            let info: DownloadTaskInfo
+    /// A task an RPC call added.
+    struct Added {
+        var id: DownloadTaskID
+        var groupKey: String?
+    }
+
+    private func add(_ entities: [DownloadBaseEntity], options: AddOptions, uris: [String]) async throws -> [Added] {
+        var infos: [Added] = []
+        if let enqueue = configuration.enqueue {
             do {
-                info = options.paused ? try await manager.add(entity) : try await manager.start(entity)
+                try await enqueue(entities, options.paused)
             } catch {
-                throw Aria2Error(UntrustedText.printable(error.message, limit: 500))
+                throw Aria2Error(UntrustedText.printable("\(error)", limit: 500))
+            }
+        }
+        for entity in entities {
+            let info: Added
+            if configuration.enqueue != nil {
+                info = Added(id: entity.taskID, groupKey: entity.aggregationKey)
+            } else {
+                do {
+                    let added = options.paused ? try await manager.add(entity) : try await manager.start(entity)
+                    info = Added(id: added.id, groupKey: added.groupKey)
+                } catch {
+                    throw Aria2Error(UntrustedText.printable(error.message, limit: 500))
+                }
             }
             infos.append(info)
             let gid = Aria2GID.of(info.id)

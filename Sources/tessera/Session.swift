@@ -22,7 +22,7 @@ struct Session {
     let stateDirectory: String
     let registry: EntityRegistry
     let engine: CurlEngine
-    let store: SQLiteDownloadStore
+    let store: any DownloadStore
     let cache: SegmentCache?
     let manager: DownloadTaskManager
     let lock: StateLock
@@ -45,6 +45,9 @@ struct Session {
         var merging: MergePolicy? = nil
         /// How live streams are recorded.
         var live: LiveOptions?
+        /// A fleet worker's store and write fence (`serve --fleet`) instead of the state
+        /// directory's SQLite store.
+        var fleet: (store: any DownloadStore, fence: any TaskWriteFence)?
     }
 
     static func open(_ settings: Settings) throws -> Session {
@@ -53,7 +56,7 @@ struct Session {
         // (Anything below that fails lets the state directory go again.)
         var opened = false
         defer { if !opened { lock.release() } }
-        let store = try SQLiteDownloadStore(path: stateDirectory + "/tessera.sqlite")
+        let store: any DownloadStore = try settings.fleet?.store ?? SQLiteDownloadStore(path: stateDirectory + "/tessera.sqlite")
         let cache = settings.state.noCache ? nil : try SegmentCache(directory: stateDirectory + "/cache")
         var engineConfiguration = CurlEngine.Configuration()
         engineConfiguration.maxConnections = max(16, settings.segments)
@@ -79,6 +82,7 @@ struct Session {
         configuration.networkMonitor = NetlinkNetworkMonitor()
         configuration.merging = settings.merging
         settings.live?.apply(to: &configuration.live)
+        configuration.writeFence = settings.fleet?.fence
         let registry = makeRegistry()
         let manager = DownloadTaskManager(
             configuration: configuration, engine: engine, store: store, cache: cache, registry: registry)

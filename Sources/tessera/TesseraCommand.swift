@@ -12,6 +12,7 @@ struct TesseraCommand: AsyncParsableCommand {
         subcommands: [
             GetCommand.self, ResolveCommand.self, CacheCommand.self, ListCommand.self, PauseCommand.self,
             ResumeCommand.self, RemoveCommand.self, PluginsCommand.self, DemoCommand.self, ServeCommand.self,
+            FleetCommand.self,
         ]
     )
 }

@@ -402,6 +402,11 @@ final class CurlTransfer {
     }
 
     private func writeFully(_ pointer: UnsafeRawPointer, count: Int, at offset: Int64) -> DownloadError? {
+        if let permitsWrite = pending.request.permitsWrite, !permitsWrite() {
+            return DownloadError(
+                .connectionLost, "the bytes were not written: this process may no longer hold the download",
+                url: pending.request.url.absoluteString, checkpoint: TransferCheckpoint(bytesWritten: written, validator: validator))
+        }
         var done = 0
         while done < count {
             let result = pwrite(fileDescriptor, pointer + done, count - done, off_t(offset) + off_t(done))

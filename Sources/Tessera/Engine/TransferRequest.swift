@@ -69,6 +69,10 @@ public struct TransferRequest: Sendable {
     /// of the span now in the file (kept ones included). A record of what is on disk that is
     /// updated from here never claims a byte the file does not hold. It must return quickly.
     public var onFlush: (@Sendable (_ bytesOnDisk: Int64) -> Void)?
+    /// Asked on the engine thread before each write of body bytes to the file: `false` ends the
+    /// transfer with ``DownloadError/Code/connectionLost`` (transient) and writes nothing (a
+    /// fleet worker that may have lost the task, see ``TaskWriteFence``). It must return quickly.
+    public var permitsWrite: (@Sendable () -> Bool)?
     /// An end the caller may move closer while the transfer runs (a large file split over more
     /// connections as they come): the transfer stops, successfully, once it has that many bytes
     /// of its span.

@@ -64,6 +64,9 @@ extension DownloadTaskManager {
 
         /// How live streams are recorded: where a recording joins, how long it lasts, the clock.
         public var live = LiveRecordingPolicy()
+        /// Who may write the tasks' journals and files under ``downloadRoot`` when other
+        /// processes share it (a fleet's leases); `nil` (the default): this manager alone.
+        public var writeFence: (any TaskWriteFence)?
         /// Where to log.
         public var logger = Logger(label: "tessera.manager")
 

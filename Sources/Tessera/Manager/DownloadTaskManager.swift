@@ -97,7 +97,7 @@ public actor DownloadTaskManager {
         self.store = store
         self.cache = cache
         self.registry = registry
-        layout = FileLayout(root: configuration.downloadRoot)
+        layout = FileLayout(root: configuration.downloadRoot, fence: configuration.writeFence)
         diskGate = configuration.diskSpace.map { policy in
             DiskGate(policy: policy, paths: [configuration.downloadRoot] + (cache.map { [$0.directory] } ?? []))
         }
@@ -293,9 +293,13 @@ public actor DownloadTaskManager {
         // Files go once the run has let go of them, off the actor (a task added again with the
         // same identity waits for this).
         let layout = self.layout, executor = self.executor, entity = task.entity, manifest = task.manifest
+        // (Under a fence, only while the same holding lasts: a task taken again since is not touched.)
+        let holding = layout.fence?.journalEpoch(of: id)
         deletions[id] = own { [weak self, outputs = manifest?.outputs ?? []] in
             await runner?.value
             await executor.run {
+                // (A task another process holds now is only forgotten here, its files kept.)
+                guard layout.permitsWrite(to: id), layout.fence?.journalEpoch(of: id) == holding else { return }
                 TaskJournal.remove(basePath: layout.journalBase(of: id))
                 layout.removeWork(of: id)
                 for output in outputs {

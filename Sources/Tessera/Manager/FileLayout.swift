@@ -11,6 +11,13 @@ import Foundation
 /// ```
 struct FileLayout: Sendable {
     let root: String
+    /// Who may write under the root (a fleet's leases); `nil`: this process alone.
+    var fence: (any TaskWriteFence)? = nil
+
+    /// Whether task `id`'s journal and files may be written now (always, without a fence).
+    func permitsWrite(to id: DownloadTaskID) -> Bool {
+        fence?.permitsWrite(to: id) ?? true
+    }
 
     func outputPath(entity: DownloadBaseEntity, output: DownloadOutput) -> String {
         outputPath(directory: entity.destinationDirectory, name: output.name)
@@ -34,9 +41,14 @@ struct FileLayout: Sendable {
 
     var workDirectory: String { SafePath.join(root, ".tessera/work") }
 
-    /// The journal's files, without their suffixes.
+    /// The journal's files, without their suffixes (named by the fence's epoch, if any).
     func journalBase(of id: DownloadTaskID) -> String {
-        SafePath.join(workDirectory, Self.fileName(for: id))
+        journalBase(of: id, epoch: fence?.journalEpoch(of: id))
+    }
+
+    /// The journal's files of one epoch (`<name>.e<epoch>`), or the unnamed ones.
+    func journalBase(of id: DownloadTaskID, epoch: UInt64?) -> String {
+        SafePath.join(workDirectory, Self.fileName(for: id) + (epoch.map { ".e\($0)" } ?? ""))
     }
 
     /// The partial file of an output whose name the server's answer gives.

@@ -85,14 +85,19 @@ final class TaskJournal: Sendable {
     let basePath: String
     /// The least time between two commits made from the engine thread.
     let commitInterval: UInt64
+    /// Whether the journal may be written now (a fleet's lease, see ``TaskWriteFence``): a
+    /// refused commit stays pending for the next one.
+    let permitsWrite: @Sendable () -> Bool
     private let state: Locked<State>
 
     /// A journal at `basePath` (nothing is created until the first commit), starting from
     /// `outputs` (what ``load(from:)`` read back, or nothing).
     init(
-        basePath: String, outputs: [Int: Output] = [:], commitInterval: Duration = .milliseconds(5), mayExist: Bool = true
+        basePath: String, outputs: [Int: Output] = [:], commitInterval: Duration = .milliseconds(5), mayExist: Bool = true,
+        permitsWrite: @escaping @Sendable () -> Bool = { true }
     ) {
         self.basePath = basePath
+        self.permitsWrite = permitsWrite
         self.commitInterval = UInt64(max(0, commitInterval.nanosecondsValue))
         var initial = State()
         initial.outputs = outputs
@@ -184,7 +189,7 @@ final class TaskJournal: Sendable {
             state.closed = true
             return state.mayHaveFiles
         }
-        if files { Self.remove(basePath: basePath) }
+        if files, permitsWrite() { Self.remove(basePath: basePath) }
     }
 
     /// Deletes the record's files at `basePath`.
@@ -197,6 +202,8 @@ final class TaskJournal: Sendable {
     private func commitLocked(_ state: inout State, now: UInt64) {
         guard !state.closed else { return }
         state.lastCommit = now
+        // Refused (the lease may be lost): kept dirty, written once permitted again.
+        guard permitsWrite() else { return }
         state.mayHaveFiles = true
         do throws(DownloadError) {
             if !state.pendingSizes.isEmpty {

@@ -312,6 +312,7 @@ extension TaskRun {
         request.onFlush = { onDisk in
             if let range = landing.flushed(onDisk) { writer.written(range) }
         }
+        request.permitsWrite = writeCheck
         if services.engine.globalRateLimit != nil {
             // Under a rate limit, the round trip sizes how many segments are in flight.
             let shared = self.shared, decide = request.onResponse
@@ -659,6 +660,7 @@ extension TaskRun {
         request.onFlush = { onDisk in
             if let range = landing.flushed(onDisk) { writer.written(range) }
         }
+        request.permitsWrite = writeCheck
         if piece.isFirst {
             request.onResponse = firstResponseHook(for: writer, chunked: chunkedFirst)
         } else if services.engine.globalRateLimit != nil {
@@ -807,10 +809,22 @@ extension TaskRun {
         return path
     }
 
+    /// What a request asks before each write to the task's files under a shared root (a fleet's
+    /// lease, see ``TaskWriteFence``); `nil` without a fence.
+    var writeCheck: (@Sendable () -> Bool)? {
+        guard let fence = services.layout.fence else { return nil }
+        let id = self.id
+        return { fence.permitsWrite(to: id) }
+    }
+
     /// Finishes an output whose segments are all in, at its final path as it stands: the partial
     /// file cut to its size, checked, and moved there without replacing a file. `false` when a
     /// file is there. Blocking (the executor's, or another thread that may block).
     func moveIntoPlace(_ writer: OutputWriter) throws(DownloadError) -> Bool {
+        // Another process may hold the task now (a fleet's lease): nothing is moved without it.
+        if let fence = services.layout.fence, !fence.awaitWritePermission(for: id) {
+            throw DownloadError(.cancelled, "\(writer.output.name) was not moved into place: this process no longer holds the task")
+        }
         let destination = writer.finalPath
         let part = writer.partPath
         let length: Int64? = switch writer.kind {

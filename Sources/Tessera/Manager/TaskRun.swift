@@ -385,7 +385,9 @@ final class TaskRun: Sendable {
         let entity = self.entity, mode = self.mode, id = self.id, cache = services.cache, progress = self.progress
         let commitInterval = configuration.journalCommitInterval
         do {
-            let journal = TaskJournal(basePath: journalBase, outputs: records, commitInterval: commitInterval, mayExist: restoring)
+            let journal = TaskJournal(
+                basePath: journalBase, outputs: records, commitInterval: commitInterval, mayExist: restoring,
+                permitsWrite: { layout.permitsWrite(to: id) })
             shared.setJournal(journal)
             var writers: [Int: OutputWriter] = [:]
             var doneBytes: Int64 = 0, doneSegments = 0, segmentCount = 0, knownBytes: Int64 = 0, unknown = 0
@@ -506,6 +508,7 @@ final class TaskRun: Sendable {
     private func discardEverything(_ manifest: DownloadManifest) async {
         let layout = services.layout, id = self.id, entity = self.entity
         await services.executor.run {
+            guard layout.permitsWrite(to: id) else { return }
             TaskJournal.remove(basePath: layout.journalBase(of: id))
             for (index, output) in manifest.outputs.enumerated() {
                 FileOperations.remove(FileLayout.partPath(layout.outputPath(entity: entity, output: output)))
@@ -517,9 +520,11 @@ final class TaskRun: Sendable {
     /// An output starts over: its files and its part of the journal go.
     private func discard(_ writer: OutputWriter?) async {
         guard let writer else { return }
+        let layout = services.layout, id = self.id
         await services.executor.run {
             writer.reset()
             writer.journal.commit()
+            guard layout.permitsWrite(to: id) else { return }
             FileOperations.remove(writer.partPath)
             for parked in writer.dropParked() {
                 if case .file(let path, true) = parked { FileOperations.remove(path) }

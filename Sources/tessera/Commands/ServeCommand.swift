@@ -3,6 +3,7 @@ import CoreMetrics
 import Foundation
 import Logging
 import Tessera
+import TesseraFleet
 import TesseraServer
 
 /// `tessera serve`: the manager as a daemon that aria2's RPC clients (aria2p, AriaNg, browser
@@ -16,6 +17,12 @@ struct ServeCommand: AsyncParsableCommand {
             restored and resumed on start; SIGTERM or Ctrl-C stops cleanly (the tasks resume \
             next time). Point an aria2 client at http://127.0.0.1:PORT/jsonrpc with the secret \
             as its token. RPC dir options must stay under --dir.
+
+            With --fleet postgres://USER@HOST:PORT/DB the daemon is one worker of a fleet: \
+            downloads added to any worker are queued in PostgreSQL and claimed by whichever has \
+            room; --dir must be the same shared directory on every worker, each with its own \
+            --state-dir. A worker that dies or freezes past its lease has its downloads taken \
+            over by the others, from the bytes it left; SIGTERM hands its downloads back at once.
             """
     )
 
@@ -55,6 +62,12 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("max-request-size"), help: ArgumentHelp("The largest request body accepted (a Metalink for addMetalink included).", valueName: "size"))
     var maxRequestSize: String = "4M"
 
+    @Option(name: .customLong("fleet"), help: ArgumentHelp("Join a fleet whose queue is in this PostgreSQL database (--dir shared by every worker).", valueName: "postgres://user@host:port/db"))
+    var fleet: String?
+
+    @Option(name: .customLong("fleet-lease"), help: ArgumentHelp("Seconds a worker's lease lasts without a heartbeat (heartbeats every third of it); others take over after it.", valueName: "seconds"))
+    var fleetLease: Double = 15
+
     @OptionGroup var network: NetworkOptions
     @OptionGroup var state: StateOptions
     @OptionGroup var merge: MergeOptions
@@ -69,6 +82,7 @@ struct ServeCommand: AsyncParsableCommand {
         guard segments >= 1 else { throw ValidationError("-N must be at least 1") }
         guard connectionsPerFile >= 1 else { throw ValidationError("-x must be at least 1") }
         if let secret, secret.isEmpty { throw ValidationError("--rpc-secret cannot be empty") }
+        guard fleetLease.isFinite, fleetLease >= 1, fleetLease <= 3600 else { throw ValidationError("--fleet-lease takes 1 to 3600 seconds") }
         if let limit = maxOverallDownloadLimit, limit != "0", ByteCount.parse(limit) == nil {
             throw ValidationError("--max-overall-download-limit takes a size per second such as 500K or 2M, not \"\(limit)\"")
         }
@@ -95,20 +109,28 @@ struct ServeCommand: AsyncParsableCommand {
         // /metrics exports. Once per process, before any of them is created.
         let metrics = DaemonMetrics()
         MetricsSystem.bootstrap(metrics.factory)
+        var logger = Logger(label: "tessera.serve")
+        logger.logLevel = logLevel
+        let fleetWorker = try await joinFleet(logger: logger)
         let session: Session
         do {
-            session = try Session.open(Session.Settings(
+            var settings = Session.Settings(
                 downloadRoot: directory, jobs: maxConcurrentDownloads, segments: segments, connectionsPerFile: connectionsPerFile,
-                network: network, state: state, merging: merge.policy))
+                network: network, state: state, merging: merge.policy)
+            if let worker = fleetWorker?.worker { settings.fleet = (worker.store, worker.fence) }
+            session = try Session.open(settings)
         } catch {
+            await fleetWorker?.connection.close()
             Terminal.err("tessera: \(describe(error))")
             throw ExitCode(1)
         }
         let report: DownloadTaskManager.RestoreReport
         do {
+            // (A fleet worker's tasks come from the queue, claimed; its store holds none yet.)
             report = try await session.manager.restore(resuming: true)
         } catch {
             await session.close()
+            await fleetWorker?.connection.close()
             Terminal.err("tessera: \(error.message)")
             throw ExitCode(1)
         }
@@ -124,6 +146,11 @@ struct ServeCommand: AsyncParsableCommand {
         ]
         // aria2.shutdown stops the daemon as SIGTERM does (the server's handler takes it).
         daemonConfiguration.shutdownRequest = { kill(getpid(), SIGTERM) }
+        if let queue = fleetWorker?.connection.queue {
+            daemonConfiguration.enqueue = { entities, paused in
+                try await queue.enqueue(try entities.map { try FleetQueue.NewTask($0, paused: paused) })
+            }
+        }
         let daemon = TesseraDaemon(manager: session.manager, configuration: daemonConfiguration, metrics: metrics) { input, directory in
             try await resolver.entities(for: input, destinationDirectory: directory)
         }
@@ -136,29 +163,60 @@ struct ServeCommand: AsyncParsableCommand {
         serverConfiguration.allowsAnyOrigin = allowOriginAll
         serverConfiguration.port = port
         serverConfiguration.maxBodySize = Int(ByteCount.parse(maxRequestSize) ?? 4 << 20)
-        var logger = Logger(label: "tessera.serve")
-        logger.logLevel = logLevel
         let server = TesseraServer(daemon: daemon, configuration: serverConfiguration, logger: logger)
         let restored = report.restored.count
         let host = serverConfiguration.host
         let authenticated = secret != nil
+        let fleetRun = fleetWorker.map { fleet in Task { await fleet.worker.run(manager: session.manager) } }
+        let fleetText = fleetWorker.map { "; fleet worker on \($0.connection.database)" } ?? ""
         do {
             try await server.run(stopsOnSignals: true) { port in
                 Terminal.outLines(
                     "tessera serve: listening on http://\(host):\(port) (JSON-RPC on /jsonrpc, dashboard on /, metrics on /metrics)"
-                        + (restored > 0 ? "; \(restored) stored tasks restored" : "")
+                        + (restored > 0 ? "; \(restored) stored tasks restored" : "") + fleetText
                         + (authenticated ? "" : "; no --rpc-secret: every caller may act"))
             }
         } catch {
+            await fleetWorker?.worker.stop()
+            await fleetRun?.value
+            await fleetWorker?.connection.close()
             let reason = "\(error)".contains("Address already in use") ? "the port is in use (another aria2c or tessera serve?)" : describe(error)
             Terminal.err("tessera: cannot serve on \(host):\(port): \(reason)")
             await session.close()
             await daemon.shutdown()
             throw ExitCode(1)
         }
+        if let fleetWorker {
+            // The tasks go back to the queue first (their runs stopped, their journals written).
+            await fleetWorker.worker.stop()
+            await fleetRun?.value
+        }
         await session.close()
         await daemon.shutdown()
+        if let fleetWorker {
+            await fleetWorker.connection.close()
+            Terminal.outLines("tessera serve: stopped; this worker's tasks went back to the fleet's queue")
+            return
+        }
         Terminal.outLines("tessera serve: stopped; unfinished tasks resume on the next start")
+    }
+
+    /// With `--fleet`: connects, migrates the schema and makes the worker (not running yet).
+    func joinFleet(logger: Logger) async throws -> (connection: FleetConnection, worker: FleetWorker)? {
+        guard let fleet else { return nil }
+        do {
+            let database = try FleetDatabase(url: fleet)
+            let connection = try await FleetConnection.open(database, connections: 4, logger: logger)
+            let lease = Duration.milliseconds(Int64(fleetLease * 1000))
+            let timing = FleetLeasePolicy.Timing(lease: lease, heartbeat: lease / 3, margin: lease / 5, claimPoll: min(.seconds(2), lease / 3))
+            let settings = FleetWorker.Settings(
+                timing: timing, maxTasks: maxConcurrentDownloads, downloadRoot: absolute(directory),
+                host: ProcessInfo.processInfo.hostName, pid: getpid(), port: port == 0 ? nil : port)
+            return (connection, FleetWorker(connection: connection, settings: settings, logger: logger))
+        } catch {
+            Terminal.err("tessera: cannot join the fleet: \(error)")
+            throw ExitCode(1)
+        }
     }
 
     func parsedPluginArguments() throws -> PluginArguments {

@@ -1,0 +1,116 @@
+import Logging
+import PostgresNIO
+
+/// The fleet's tables in PostgreSQL, created and migrated by the first worker (under an advisory
+/// lock, so workers starting together migrate once), with a version table: a binary refuses a
+/// database whose schema is newer than it knows.
+///
+/// - `tessera_fleet_workers`: one row per worker run (host, pid, port, `-j`), its lease as
+///   `expires_at` (the database's clock) and its state (`active`, `gone` after a graceful stop,
+///   `dead` once another worker found its lease expired). A worker that comes back after being
+///   declared dead joins as a new row.
+/// - `tessera_fleet_tasks`: the queue and the tasks' records. `state` is the queue's state
+///   (`queued`, `running`, `paused`, `completed`, `failed`, `invalid`, `removed`); a running task
+///   has an `owner` and the `epoch` of the claim that gave it (every claim adds one). `entity` and
+///   `record` hold the entity and the manager's task record (with its manifest) as JSON, written
+///   on state and manifest changes only. The partial index on `(priority DESC, seq) WHERE state =
+///   'queued'` is what a claim reads: it stays as small as the queue's head however many tasks
+///   are finished, and updates of running or finished tasks never touch it.
+/// - `tessera_fleet_progress` (UNLOGGED): bytes and segments done per task, upserted at most once
+///   a second per worker and fenced by epoch; kept out of the claimed row so progress never
+///   bloats the queue or its indexes.
+/// - `tessera_fleet_completions`: one row per (task, epoch) that completed: a double completion
+///   would be two rows for a task (the tests count them).
+public enum FleetSchema {
+    /// The schema version this binary writes.
+    public static let version = 1
+
+    /// The statements of each migration, by the version they lead to.
+    static let migrations: [Int: [String]] = [
+        1: [
+            """
+            CREATE TABLE tessera_fleet_workers (
+                id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+                host text NOT NULL,
+                pid integer NOT NULL,
+                port integer,
+                max_tasks integer NOT NULL,
+                state text NOT NULL DEFAULT 'active' CHECK (state IN ('active', 'gone', 'dead')),
+                started_at timestamptz NOT NULL DEFAULT now(),
+                heartbeat_at timestamptz NOT NULL DEFAULT now(),
+                expires_at timestamptz NOT NULL
+            )
+            """,
+            "CREATE INDEX tessera_fleet_workers_expiry ON tessera_fleet_workers (expires_at) WHERE state = 'active'",
+            """
+            CREATE TABLE tessera_fleet_tasks (
+                id text PRIMARY KEY,
+                seq bigint GENERATED ALWAYS AS IDENTITY,
+                priority integer NOT NULL DEFAULT 0,
+                state text NOT NULL CHECK (state IN ('queued', 'running', 'paused', 'completed', 'failed', 'invalid', 'removed')),
+                owner bigint,
+                epoch bigint NOT NULL DEFAULT 0,
+                group_key text,
+                title text NOT NULL DEFAULT '',
+                entity text NOT NULL,
+                record text,
+                last_error text,
+                attempts integer NOT NULL DEFAULT 0,
+                command text CHECK (command IN ('pause', 'remove', 'remove-files')),
+                added_at timestamptz NOT NULL DEFAULT now(),
+                updated_at timestamptz NOT NULL DEFAULT now()
+            ) WITH (fillfactor = 80, autovacuum_vacuum_scale_factor = 0.02, autovacuum_analyze_scale_factor = 0.02)
+            """,
+            "CREATE INDEX tessera_fleet_tasks_claim ON tessera_fleet_tasks (priority DESC, seq) WHERE state = 'queued'",
+            "CREATE INDEX tessera_fleet_tasks_held ON tessera_fleet_tasks (owner) WHERE state = 'running'",
+            """
+            CREATE UNLOGGED TABLE tessera_fleet_progress (
+                task_id text PRIMARY KEY,
+                epoch bigint NOT NULL,
+                bytes_done bigint NOT NULL,
+                segments_done integer NOT NULL,
+                updated_at timestamptz NOT NULL DEFAULT now()
+            )
+            """,
+            """
+            CREATE TABLE tessera_fleet_completions (
+                task_id text NOT NULL,
+                epoch bigint NOT NULL,
+                worker bigint NOT NULL,
+                completed_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (task_id, epoch)
+            )
+            """,
+        ]
+    ]
+
+    /// Creates or migrates the schema; throws when the database's schema is newer than this
+    /// binary's, or it cannot be read.
+    static func migrate(_ client: PostgresClient, database: FleetDatabase, logger: Logger) async throws {
+        try await client.withTransaction(logger: logger) { connection in
+            // One migrator at a time (released at the end of the transaction).
+            try await connection.query("SELECT pg_advisory_xact_lock(7201482353512)", logger: logger)
+            try await connection.query(
+                "CREATE TABLE IF NOT EXISTS tessera_fleet_schema (version integer NOT NULL, migrated_at timestamptz NOT NULL DEFAULT now())",
+                logger: logger)
+            var current = 0
+            for try await (version) in try await connection.query("SELECT coalesce(max(version), 0) FROM tessera_fleet_schema", logger: logger)
+                .decode(Int.self)
+            {
+                current = version
+            }
+            if current > version {
+                throw FleetError(
+                    server: database.description,
+                    reason: "its schema is version \(current), newer than this tessera's (\(version)): upgrade tessera on this machine")
+            }
+            for next in (current + 1)...max(current + 1, version) where next <= version {
+                for statement in migrations[next] ?? [] {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+                try await connection.query("INSERT INTO tessera_fleet_schema (version) VALUES (\(next))", logger: logger)
+                logger.info("fleet schema migrated", metadata: ["version": "\(next)"])
+            }
+        }
+    }
+}
