@@ -546,8 +546,13 @@ public actor DownloadTaskManager {
                 guard let task = byHandle[handle] else { continue }
                 if to != .removed { save(.update(taskRecord(task, state: to))) }
                 if !to.isRunning { task.speed.reset() }
-                if hub.hasSubscribers { hub.emit(.taskStateChanged(info(task, state: to), previous: from)) }
-                if to == .completed { merger?.consider(info(task, state: to), manager: self) }
+                // (Only a task of several files can have something to merge.)
+                let merges = to == .completed && merger != nil && (task.manifest?.outputs.count ?? 0) > 1
+                if hub.hasSubscribers || merges {
+                    let snapshot = info(task, state: to)
+                    if hub.hasSubscribers { hub.emit(.taskStateChanged(snapshot, previous: from)) }
+                    if merges { merger?.consider(snapshot, manager: self) }
+                }
                 markGroupChild(task)
                 if to == .completed || to == .failed || to == .invalid || to.isInterrupted { ensureTicker() }
             case .armNetworkWait(let handle, let wait, let after):
