@@ -27,29 +27,51 @@ struct TaskRunner {
     /// end: the loop wakes on the events that change a task's state, on Ctrl-C, and four times
     /// a second for other processes' commands and the live board.
     func run(_ ids: [DownloadTaskID], events: DownloadEventStream, inputErrors: Int) async -> Outcome {
-        let interrupt = InterruptSignal.shared
-        interrupt.install()
-        let display = self.display
-        let (wakeups, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-        interrupt.notify(wake)
+        await run(ids, watch: Watch(events: events, display: display), inputErrors: inputErrors)
+    }
+
+    /// What a run learns from the manager's events, taken from the moment it is made: made
+    /// before the inputs are added, a list of 100,000 tasks is shown and counted as it is added
+    /// instead of waiting, every event of it, in the stream's buffer.
+    final class Watch: Sendable {
         // Everything the loop needs to know comes from the events (times exact, states as they
         // change); the manager is asked once at the start and once at the end, whatever the
         // number of tasks.
         let clock = TaskClock()
-        // (Only the live board draws from the latest snapshots; only --json reports the times.)
-        let tracker = RunTracker(keepsSnapshots: display.mode == .live)
-        let timed = display.mode == .json
-        tracker.track(ids)
-        let merges = MergeTracker(display: display)
-        let eventTask = Task {
-            for await event in events {
-                // Shown before it counts: when the loop sees a task settled, its line is out.
-                display.handle(event)
-                merges.record(event)
-                if timed { clock.record(event) }
-                if tracker.record(event) { wake.yield() }
+        let tracker: RunTracker
+        let merges: MergeTracker
+        let wakeups: AsyncStream<Void>
+        let wake: AsyncStream<Void>.Continuation
+        let task: Task<Void, Never>
+
+        init(events: DownloadEventStream, display: Display) {
+            (wakeups, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+            // (Only the live board draws from the latest snapshots; only --json reports the times.)
+            let tracker = RunTracker(keepsSnapshots: display.mode == .live)
+            let merges = MergeTracker(display: display)
+            let clock = self.clock, wake = self.wake, timed = display.mode == .json
+            self.tracker = tracker
+            self.merges = merges
+            task = Task {
+                for await event in events {
+                    // Shown before it counts: when the loop sees a task settled, its line is out.
+                    display.handle(event)
+                    merges.record(event)
+                    if timed { clock.record(event) }
+                    if tracker.record(event) { wake.yield() }
+                }
             }
         }
+    }
+
+    /// ``run(_:events:inputErrors:)`` with the events taken by `watch` since it was made.
+    func run(_ ids: [DownloadTaskID], watch: Watch, inputErrors: Int) async -> Outcome {
+        let interrupt = InterruptSignal.shared
+        interrupt.install()
+        let display = self.display
+        let (wakeups, wake, clock, tracker, merges, eventTask) = (watch.wakeups, watch.wake, watch.clock, watch.tracker, watch.merges, watch.task)
+        interrupt.notify(wake)
+        tracker.track(ids)
         let ticker = Task {
             while !Task.isCancelled {
                 try? await Task.sleep(for: .milliseconds(250))

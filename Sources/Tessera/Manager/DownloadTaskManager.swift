@@ -1005,9 +1005,11 @@ public actor DownloadTaskManager {
     /// may be): batches are chained in a task of their own.
     private func writeUnsaved() async {
         if !unsaved.isEmpty {
+            // (Not keeping the capacity: the batch still holds the buffer, so a kept capacity
+            // would be a new buffer as large as the largest batch ever, at every write.)
             let batch = unsaved
-            unsaved.removeAll(keepingCapacity: true)
-            lastUnsaved.removeAll(keepingCapacity: true)
+            unsaved = []
+            lastUnsaved = [:]
             let previous = lastStoreWrite, store = self.store, hub = self.hub, logger = configuration.logger
             lastStoreWrite = Task {
                 await previous?.value

@@ -179,6 +179,9 @@ struct DownloadRun {
         let report = try await session.manager.restore(resuming: false)
         // Subscribed after the restore: the events are this run's, not the store's history.
         let events = session.manager.events()
+        let runner = TaskRunner(session: session, display: display)
+        // Taken from now on: the events of tasks added below are shown and counted as they come.
+        let watch = TaskRunner.Watch(events: events, display: display)
         for (id, error) in report.skipped {
             display.standardError("tessera: the stored task \(id) is skipped: \(error.message)")
         }
@@ -220,8 +223,13 @@ struct DownloadRun {
                 }
                 await startBatch()
                 guard let entities = try await interrupt.unlessInterrupted({ try await resolver.entities(for: text) }) else { break }
-                batch += entities.map { (text, $0) }
-                await startBatch()
+                // A long list (a Metalink of 100,000 files) goes in batches: what each call
+                // returns and tells is taken in before the next.
+                for start in stride(from: 0, to: entities.count, by: 1_000) {
+                    if interrupt.fired { break }
+                    batch += entities[start..<min(start + 1_000, entities.count)].map { (text, $0) }
+                    await startBatch()
+                }
             } catch {
                 display.inputError(text, error as? DownloadError ?? DownloadError(.transport, describe(error)))
                 inputErrors += 1
@@ -231,8 +239,7 @@ struct DownloadRun {
         // Every input in the store now, not at the next tick: `tessera pause NAME` from another
         // shell finds the task as soon as this one has started it.
         await session.manager.flushStore()
-        let runner = TaskRunner(session: session, display: display)
-        let outcome = await runner.run(ids, events: events, inputErrors: inputErrors)
+        let outcome = await runner.run(ids, watch: watch, inputErrors: inputErrors)
         runner.summarize(outcome)
         await session.close()
         // Thousands of finished tasks are not taken apart one by one: the process ends next.
