@@ -340,21 +340,16 @@ struct TaskRunner {
         // (-q prints no summary: nothing to build, no file to look at.)
         guard display.mode != .quiet else { return }
         let merges = outcome.merges
+        // (Each mode builds only what it prints: a list of 100,000 tasks is one or the other.)
+        let json = display.mode == .json
         var tasks: [[String: Any]] = []
         var lines = [""]
         for info in outcome.tasks {
-            var object: [String: Any] = [
-                "id": info.id.description, "title": info.title, "state": info.state.description, "bytes": info.bytesDone,
-                "outputs": info.outputs.map { output -> [String: Any] in
-                    ["name": output.name, "path": output.path, "size": FileSize.of(output.path) ?? 0, "complete": output.isComplete]
-                },
-            ]
-            if let error = info.error, info.state != .completed { object["error"] = JSONEvent.error(error) }
-            if let time = outcome.times[info.id] { object["seconds"] = Double(time.components.seconds) + Double(time.components.attoseconds) / 1e18 }
-            if let live = info.live { object["live"] = JSONEvent.live(live) }
             let merged = merges[info.id]?.result
-            if let merged { object["merged"] = ["path": merged.path, "size": merged.size] }
-            tasks.append(object)
+            if json {
+                tasks.append(jsonObject(info, merged: merged, seconds: outcome.times[info.id]))
+                continue
+            }
             let mark = info.state == .completed ? "✓" : (info.state == .paused ? "‖" : "✗")
             var line = "\(mark) \(info.state.description.padding(toLength: 11, withPad: " ", startingAt: 0)) \(ByteCount.format(info.bytesDone).padding(toLength: 11, withPad: " ", startingAt: 0)) \(info.title)"
             if info.state != .completed, let error = info.error { line += " — \(error.message)" }
@@ -379,6 +374,21 @@ struct TaskRunner {
         display.summary(
             ["type": "summary", "exitCode": Int(outcome.exitCode), "interrupted": outcome.interrupted, "tasks": tasks],
             text: lines.joined(separator: "\n"))
+    }
+
+    /// A task's object in the `--json` summary.
+    private func jsonObject(_ info: DownloadTaskInfo, merged: MergeResult?, seconds time: Duration?) -> [String: Any] {
+        var object: [String: Any] = [
+            "id": info.id.description, "title": info.title, "state": info.state.description, "bytes": info.bytesDone,
+            "outputs": info.outputs.map { output -> [String: Any] in
+                ["name": output.name, "path": output.path, "size": FileSize.of(output.path) ?? 0, "complete": output.isComplete]
+            },
+        ]
+        if let error = info.error, info.state != .completed { object["error"] = JSONEvent.error(error) }
+        if let time { object["seconds"] = Double(time.components.seconds) + Double(time.components.attoseconds) / 1e18 }
+        if let live = info.live { object["live"] = JSONEvent.live(live) }
+        if let merged { object["merged"] = ["path": merged.path, "size": merged.size] }
+        return object
     }
 }
 
