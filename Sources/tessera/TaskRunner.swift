@@ -149,17 +149,33 @@ struct TaskRunner {
         await session.manager.shutdown()
         await eventTask.value
         merges.warnAboutSkipped()
-        let infos = await snapshot(tracked)
-        for info in infos { clock.observe(info) }
-        let failed = infos.contains { $0.state == .failed || $0.state == .invalid } || merges.anyFailed
+        // The end state, asked a thousand tasks at a time; with -q (no summary) only what the
+        // exit code needs is kept, not a snapshot of each of 100,000 tasks.
+        let keepsTasks = display.mode != .quiet
+        var infos: [DownloadTaskInfo] = []
+        var found = 0
+        var failed = merges.anyFailed
         // Paused (from another shell) or still waiting: not done, not failed (aria2c's 7).
-        let unfinished = infos.contains { $0.state != .completed }
+        var unfinished = false
+        var times: [DownloadTaskID: Duration] = [:]
+        for start in stride(from: 0, to: tracked.count, by: 1_000) {
+            let part = await snapshot(Array(tracked[start..<min(start + 1_000, tracked.count)]))
+            found += part.count
+            for info in part {
+                if info.state == .failed || info.state == .invalid { failed = true }
+                if info.state != .completed { unfinished = true }
+            }
+            if keepsTasks {
+                for info in part { clock.observe(info) }
+                times.merge(clock.times(for: part.map(\.id))) { first, _ in first }
+            }
+            if keepsTasks { infos += part }
+        }
         let code: Int32 =
             if interrupted { 130 }
-            else if failed || inputErrors > 0 || infos.count < tracked.count { 1 }
+            else if failed || inputErrors > 0 || found < tracked.count { 1 }
             else if unfinished { 7 }
             else { 0 }
-        let times = clock.times(for: infos.map(\.id))
         return Outcome(exitCode: code, tasks: infos, interrupted: interrupted, times: times, merges: merges.outcomes)
     }
 
