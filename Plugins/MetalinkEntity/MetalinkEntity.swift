@@ -158,10 +158,18 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
         }
 
         private let lock = NSLock()
-        private var value: (kept: Kept, at: ContinuousClock.Instant)?
+        /// Boxed: an entity that has taken its file (or never had one) holds no room for it.
+        private var value: Box?
+
+        private final class Box {
+            let kept: Kept
+            let at: ContinuousClock.Instant
+            init(_ kept: Kept, at: ContinuousClock.Instant) { (self.kept, self.at) = (kept, at) }
+        }
 
         func keep(_ kept: Kept) {
-            lock.withLock { value = (kept, .now) }
+            let box = Box(kept, at: .now)
+            lock.withLock { value = box }
         }
 
         /// What was kept, once, if it is younger than a minute.

@@ -184,11 +184,18 @@ struct TaskRunner {
     final class RunTracker: Sendable {
         private struct State {
             var latest: [DownloadTaskID: DownloadTaskInfo] = [:]
-            var tracked: Set<DownloadTaskID> = []
-            var settled: Set<DownloadTaskID> = []
+            /// What is known of each task, in one table (a run of 100,000 tasks keeps one).
+            var marks: [DownloadTaskID: Mark] = [:]
             /// Tracked tasks not settled (kept as changes come, so the end is known at once).
             var unsettled = 0
-            var seen: Set<DownloadTaskID> = []
+        }
+
+        /// Whether a task is followed by the run, settled, and seen in an event.
+        struct Mark: OptionSet {
+            let rawValue: UInt8
+            static let tracked = Mark(rawValue: 1)
+            static let settled = Mark(rawValue: 2)
+            static let seen = Mark(rawValue: 4)
         }
 
         private let state = Locked(State())
@@ -203,14 +210,16 @@ struct TaskRunner {
 
         func track(_ ids: [DownloadTaskID]) {
             state.withLock { state in
-                for id in ids where state.tracked.insert(id).inserted && !state.settled.contains(id) { state.unsettled += 1 }
+                for id in ids where state.marks[id, default: []].insert(.tracked).inserted && !state.marks[id, default: []].contains(.settled) {
+                    state.unsettled += 1
+                }
             }
         }
 
         /// Snapshots taken by asking the manager; an event seen since wins over them.
         func seed(_ infos: [DownloadTaskInfo]) {
             state.withLock { state in
-                for info in infos where !state.seen.contains(info.id) { Self.update(&state, info, keepingSnapshot: keepsSnapshots) }
+                for info in infos where !(state.marks[info.id]?.contains(.seen) ?? false) { Self.update(&state, info, keepingSnapshot: keepsSnapshots) }
             }
         }
 
@@ -227,7 +236,7 @@ struct TaskRunner {
             case .taskAdded(let added), .taskStateChanged(let added, _), .taskProgress(let added): info = added
             case .taskRemoved(let id):
                 return state.withLock { state in
-                    state.seen.insert(id)
+                    state.marks[id, default: []].insert(.seen)
                     state.latest[id] = nil
                     let wasUnsettled = state.unsettled
                     Self.setSettled(&state, id, true)
@@ -236,7 +245,7 @@ struct TaskRunner {
             default: return false
             }
             return state.withLock { state in
-                state.seen.insert(info.id)
+                state.marks[info.id, default: []].insert(.seen)
                 let wasUnsettled = state.unsettled
                 Self.update(&state, info, keepingSnapshot: keepsSnapshots)
                 return state.unsettled == 0 && wasUnsettled > 0
@@ -249,8 +258,8 @@ struct TaskRunner {
         }
 
         private static func setSettled(_ state: inout State, _ id: DownloadTaskID, _ settled: Bool) {
-            let changed = settled ? state.settled.insert(id).inserted : state.settled.remove(id) != nil
-            guard changed, state.tracked.contains(id) else { return }
+            let changed = settled ? state.marks[id, default: []].insert(.settled).inserted : state.marks[id, default: []].remove(.settled) != nil
+            guard changed, state.marks[id]?.contains(.tracked) == true else { return }
             state.unsettled += settled ? -1 : 1
         }
 

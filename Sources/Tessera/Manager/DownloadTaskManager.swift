@@ -1259,7 +1259,18 @@ final class ManagedTask {
     let addedAt: Date
     var mode: DownloadTaskMode
     var resolveCount = 0
-    var lastError: DownloadError?
+    /// Why the task last failed; boxed, as most tasks never fail (a list of 100,000 tasks
+    /// keeps 100,000 of these objects).
+    var lastError: DownloadError? {
+        get { lastErrorBox?.error }
+        set { lastErrorBox = newValue.map(ErrorBox.init) }
+    }
+    private var lastErrorBox: ErrorBox?
+
+    private final class ErrorBox {
+        let error: DownloadError
+        init(_ error: DownloadError) { self.error = error }
+    }
     private(set) var manifest: DownloadManifest?
     /// Increases with every manifest; restored from the store so revisions never repeat.
     var manifestRevision = 0
