@@ -389,6 +389,12 @@ struct TaskRunner {
             } else if info.state == .completed {
                 for output in info.outputs { lines.append("    → \(output.path)") }
             }
+            // Printed as it is built, a thousand lines at a time (a list of 100,000 tasks is
+            // never one string).
+            if lines.count >= 1_000 {
+                display.permanent(lines.joined(separator: "\n"))
+                lines.removeAll(keepingCapacity: true)
+            }
         }
         let completed = outcome.tasks.filter { $0.state == .completed }.count
         if outcome.tasks.isEmpty {
