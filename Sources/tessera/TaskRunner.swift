@@ -14,7 +14,11 @@ struct TaskRunner {
 
     struct Outcome {
         var exitCode: Int32
+        /// The tasks' end states, with `--json` or for up to 10,000 tasks (the text summary of a
+        /// longer list asks the manager for them a thousand at a time, see ``summarize(_:)``).
         var tasks: [DownloadTaskInfo]
+        /// Every task the run followed, in order.
+        var ids: [DownloadTaskID] = []
         var interrupted: Bool
         var times: [DownloadTaskID: Duration]
         /// What merging did, by task.
@@ -151,7 +155,7 @@ struct TaskRunner {
         merges.warnAboutSkipped()
         // The end state, asked a thousand tasks at a time; with -q (no summary) only what the
         // exit code needs is kept, not a snapshot of each of 100,000 tasks.
-        let keepsTasks = display.mode != .quiet
+        let keepsTasks = display.mode == .json || display.mode != .quiet && tracked.count <= Self.keptTasksLimit
         var infos: [DownloadTaskInfo] = []
         var found = 0
         var failed = merges.anyFailed
@@ -176,7 +180,7 @@ struct TaskRunner {
             else if failed || inputErrors > 0 || found < tracked.count { 1 }
             else if unfinished { 7 }
             else { 0 }
-        return Outcome(exitCode: code, tasks: infos, interrupted: interrupted, times: times, merges: merges.outcomes)
+        return Outcome(exitCode: code, tasks: infos, ids: tracked, interrupted: interrupted, times: times, merges: merges.outcomes)
     }
 
     /// The latest state of each tracked task, from the events (and a first snapshot): the run
@@ -361,7 +365,11 @@ struct TaskRunner {
     }
 
     /// The summary: one line per task (and its files), as text and as the last JSON line.
-    func summarize(_ outcome: Outcome) {
+    /// Up to how many tasks a run keeps every end state for its summary (10,000;
+    /// `TESSERA_TEST_KEPT_TASKS` sets it for the tests of the longer lists' summary).
+    static let keptTasksLimit = ProcessInfo.processInfo.environment["TESSERA_TEST_KEPT_TASKS"].flatMap(Int.init) ?? 10_000
+
+    func summarize(_ outcome: Outcome) async {
         // (-q prints no summary: nothing to build, no file to look at.)
         guard display.mode != .quiet else { return }
         let merges = outcome.merges
@@ -369,38 +377,46 @@ struct TaskRunner {
         let json = display.mode == .json
         var tasks: [[String: Any]] = []
         var lines = [""]
-        for info in outcome.tasks {
-            let merged = merges[info.id]?.result
-            if json {
-                tasks.append(jsonObject(info, merged: merged, seconds: outcome.times[info.id]))
-                continue
-            }
-            let mark = info.state == .completed ? "✓" : (info.state == .paused ? "‖" : "✗")
-            var line = "\(mark) \(info.state.description.padding(toLength: 11, withPad: " ", startingAt: 0)) \(ByteCount.format(info.bytesDone).padding(toLength: 11, withPad: " ", startingAt: 0)) \(info.title)"
-            if info.state != .completed, let error = info.error { line += " — \(error.message)" }
-            if let live = info.live, info.state == .completed { line += " — " + Display.liveSummary(live) }
-            lines.append(line)
-            if let merged {
-                // The parts are gone: the merged file stands for them (and any output not merged).
-                for output in info.outputs where !merged.removedInputs.contains(output.path) && output.path != merged.path {
-                    lines.append("    → \(output.path)")
+        var count = 0, completed = 0
+        // The tasks as the run kept them, or (a longer list) a thousand at a time.
+        let kept = outcome.tasks.count == outcome.ids.count
+        for start in stride(from: 0, to: outcome.ids.count, by: 1_000) {
+            let chunk = Array(outcome.ids[start..<min(start + 1_000, outcome.ids.count)])
+            let part = kept ? Array(outcome.tasks[start..<start + chunk.count]) : await snapshot(chunk)
+            count += part.count
+            completed += part.lazy.filter { $0.state == .completed }.count
+            for info in part {
+                let merged = merges[info.id]?.result
+                if json {
+                    tasks.append(jsonObject(info, merged: merged, seconds: outcome.times[info.id]))
+                    continue
                 }
-                lines.append("    → \(merged.path) (merged)")
-            } else if info.state == .completed {
-                for output in info.outputs { lines.append("    → \(output.path)") }
+                let mark = info.state == .completed ? "✓" : (info.state == .paused ? "‖" : "✗")
+                var line = "\(mark) \(info.state.description.padding(toLength: 11, withPad: " ", startingAt: 0)) \(ByteCount.format(info.bytesDone).padding(toLength: 11, withPad: " ", startingAt: 0)) \(info.title)"
+                if info.state != .completed, let error = info.error { line += " — \(error.message)" }
+                if let live = info.live, info.state == .completed { line += " — " + Display.liveSummary(live) }
+                lines.append(line)
+                if let merged {
+                    // The parts are gone: the merged file stands for them (and any output not merged).
+                    for output in info.outputs where !merged.removedInputs.contains(output.path) && output.path != merged.path {
+                        lines.append("    → \(output.path)")
+                    }
+                    lines.append("    → \(merged.path) (merged)")
+                } else if info.state == .completed {
+                    for output in info.outputs { lines.append("    → \(output.path)") }
+                }
             }
-            // Printed as it is built, a thousand lines at a time (a list of 100,000 tasks is
+            // Printed as it is built, a thousand tasks at a time (a list of 100,000 tasks is
             // never one string).
-            if lines.count >= 1_000 {
+            if !json, lines.count >= 1_000 {
                 display.permanent(lines.joined(separator: "\n"))
                 lines.removeAll(keepingCapacity: true)
             }
         }
-        let completed = outcome.tasks.filter { $0.state == .completed }.count
-        if outcome.tasks.isEmpty {
+        if count == 0 {
             lines.append("Nothing was downloaded" + (outcome.interrupted ? " (interrupted)." : "."))
         } else {
-            lines.append("\(completed) of \(outcome.tasks.count) completed" + (outcome.interrupted ? " (interrupted)" : ""))
+            lines.append("\(completed) of \(count) completed" + (outcome.interrupted ? " (interrupted)" : ""))
         }
         display.summary(
             ["type": "summary", "exitCode": Int(outcome.exitCode), "interrupted": outcome.interrupted, "tasks": tasks],

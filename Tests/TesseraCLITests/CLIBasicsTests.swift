@@ -16,6 +16,26 @@ import TesseraTesting
         }
     }
 
+    @Test func theSummaryOfAListLongerThanTheRunKeepsIsTheSame() async throws {
+        // A run keeps the end states of up to 10,000 tasks; a longer list's summary asks the
+        // manager for them a thousand at a time: the same lines, in the same order.
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let urls = (1...5).map { origin.url("/bytes/\($0 * 1000)/f\($0).bin").absoluteString }
+            let kept = try await cli.run(["get"] + urls)
+            #expect(kept.status == 0, "\(kept.errors)")
+            let asked = try await cli.run(["get"] + urls, environment: ["TESSERA_TEST_KEPT_TASKS": "2"])
+            #expect(asked.status == 0, "\(asked.errors)")
+            func summary(_ output: String) -> [Substring] {
+                output.split(separator: "\n").filter { $0.hasPrefix("✓") || $0.hasPrefix("    →") || $0.contains(" completed") }
+            }
+            #expect(summary(kept.output).count == 11, "\(kept.output)")
+            #expect(summary(asked.output) == summary(kept.output), "\(asked.output)")
+            #expect(asked.output.contains("5 of 5 completed"))
+        }
+    }
+
     @Test func contentDispositionNamesTheFileAndNamesNeverCollide() async throws {
         let cli = CLI()
         defer { cli.cleanUp() }

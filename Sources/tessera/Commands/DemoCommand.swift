@@ -92,7 +92,7 @@ struct DemoCommand: AsyncParsableCommand {
         problems["direct"] = largeOK ? [] : ["the large file differs from the origin's"]
 
         if screen.mode == .json {
-            runner.summarize(outcome)
+            await runner.summarize(outcome)
         } else {
             screen.permanent("")
             screen.permanent(Self.table(outcome, problems: problems))

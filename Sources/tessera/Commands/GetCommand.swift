@@ -240,7 +240,7 @@ struct DownloadRun {
         // shell finds the task as soon as this one has started it.
         await session.manager.flushStore()
         let outcome = await runner.run(ids, watch: watch, inputErrors: inputErrors)
-        runner.summarize(outcome)
+        await runner.summarize(outcome)
         await session.close()
         // Thousands of finished tasks are not taken apart one by one: the process ends next.
         Session.keepUntilExit(session)

@@ -102,7 +102,7 @@ struct ResumeCommand: AsyncParsableCommand {
             for id in ids { try await session.manager.resume(id) }
             let runner = TaskRunner(session: session, display: display)
             let outcome = await runner.run(ids, events: events, inputErrors: 0)
-            runner.summarize(outcome)
+            await runner.summarize(outcome)
             await session.close()
             if outcome.exitCode != 0 { throw ExitCode(outcome.exitCode) }
         } catch let error as DownloadError {
