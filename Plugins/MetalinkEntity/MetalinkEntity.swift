@@ -288,8 +288,8 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
         var metadata = file.metadata
         metadata["metalink"] = version.rawValue
         metadata["mirrors"] = "\(urls.count)"
+        // (The checksum is the output's, not repeated here: a Metalink of 100,000 files holds each once.)
         if !file.skippedMirrors.isEmpty { metadata["skippedMirrors"] = "\(file.skippedMirrors.count)" }
-        if let checksum { metadata["checksum"] = checksum.description }
 
         let output: DownloadOutput
         if let size = file.size, size > 0, let pieces = file.pieces {
