@@ -222,7 +222,7 @@ public actor DownloadTaskManager {
     }
 
     /// Records that a completed task's outputs were replaced by one file made from them (a
-    /// merge, see ``MediaMerger``): the task stays completed while `path` is there with `size`
+    /// merge, see `MediaMerger`): the task stays completed while `path` is there with `size`
     /// bytes, its snapshot lists that file as its only output, and starting it again fetches
     /// nothing. When the file is gone, starting the task fetches its outputs again. The record
     /// is in the store when this returns, also after ``shutdown()`` (a merge runs after the

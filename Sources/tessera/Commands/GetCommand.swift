@@ -231,9 +231,9 @@ struct DownloadRun {
         // Every input in the store now, not at the next tick: `tessera pause NAME` from another
         // shell finds the task as soon as this one has started it.
         await session.manager.flushStore()
-        let runner = TaskRunner(session: session, display: display)
-        let outcome = await runner.run(ids, events: events, inputErrors: inputErrors)
-        runner.summarize(outcome)
+        let commandRun = CommandRun(session: session, display: display)
+        let outcome = await commandRun.run(ids, events: events, inputErrors: inputErrors)
+        commandRun.summarize(outcome)
         await session.close()
         // Thousands of finished tasks are not taken apart one by one: the process ends next.
         Session.keepUntilExit(session)
