@@ -20,7 +20,7 @@ TEST_PACKAGES  := nginx-light openssl tmux $(MEDIA_PACKAGES) $(SERVE_PACKAGES) $
 # What the benchmark compares against.
 BENCH_PACKAGES := nginx-light aria2 curl python3
 
-.PHONY: all demo test bench bench-cli conformance docs build deps bench-deps clean help install check fuzz soak serve-check live-bench fleet-demo fleet-bench fleet-soak
+.PHONY: public-api all demo test bench bench-cli conformance docs build deps bench-deps clean help install check fuzz soak serve-check live-bench fleet-demo fleet-bench fleet-soak
 DOCC ?= $(shell command -v docc || echo "$(dir $(realpath $(shell command -v $(SWIFT))))docc")
 # What the conformance check compares against: aria2c from apt, yt-dlp from PyPI in a venv.
 CONFORMANCE_PACKAGES := aria2 python3 python3-venv
@@ -92,9 +92,20 @@ SERIAL_SUITES := TimingTests|MediaMergerFFmpegTests|CLIMergeTests|CrashMatrixTes
 test: deps
 	$(call ensure_packages,$(TEST_PACKAGES))
 	$(SWIFT) build --build-tests
+	$(MAKE) --no-print-directory public-api
 	$(SWIFT) test --skip-build --skip '$(SERIAL_SUITES)'
 	$(SWIFT) test --skip-build --filter '$(SERIAL_SUITES)' --no-parallel
 	$(MAKE) --no-print-directory serve-check
+
+# The public API on purpose: every public type of Tessera, TesseraTesting and the plugins is
+# listed in docs/public-api.md with what it is for, and every type listed there is public (from
+# the symbol graphs SwiftPM extracts; python3 reads them).
+SYMBOL_GRAPHS := .build/public-api-symbol-graphs
+public-api: deps
+	rm -rf $(SYMBOL_GRAPHS)
+	$(SWIFT) package dump-symbol-graph --minimum-access-level public --skip-synthesized-members --omit-extension-block-symbols > $(SYMBOL_GRAPHS).log 2>&1 || { cat $(SYMBOL_GRAPHS).log; exit 1; }
+	mkdir -p $(SYMBOL_GRAPHS) && cp "$$(sed -n 's/^Files written to //p' $(SYMBOL_GRAPHS).log)"/*.symbols.json $(SYMBOL_GRAPHS)/
+	python3 Tests/PublicAPI/check_public_api.py --symbol-graphs $(SYMBOL_GRAPHS) --page docs/public-api.md
 
 # `tessera serve` as aria2's clients see it: aria2p (PyPI, pinned, in a virtualenv under .build)
 # drives the daemon through add, status, pause/unpause, remove, a plain URL, a DASH MPD and a

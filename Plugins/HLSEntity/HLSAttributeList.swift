@@ -15,26 +15,26 @@ import Tessera
 /// Unknown attributes are kept and ignored by the parser; the first of two attributes with the
 /// same name wins. Malformed lists and values throw ``DownloadError/Code/manifestInvalid``
 /// naming the tag and the line.
-public struct HLSAttributeList: Sendable, Hashable {
+package struct HLSAttributeList: Sendable, Hashable {
     /// One attribute's value as written.
-    public struct Value: Sendable, Hashable {
+    package struct Value: Sendable, Hashable {
         /// The text, without the quotes of a quoted string.
-        public var text: String
+        package var text: String
         /// Whether the value was a quoted string.
-        public var isQuoted: Bool
+        package var isQuoted: Bool
     }
 
     /// The attributes by name.
-    public private(set) var values: [String: Value]
+    package private(set) var values: [String: Value]
     /// The names in the order they appear.
-    public private(set) var names: [String]
+    package private(set) var names: [String]
     /// The tag the list belongs to (for messages), e.g. `#EXT-X-KEY`.
-    public let tag: String
+    package let tag: String
     /// The line of the playlist it is on, counted from 1.
-    public let line: Int
+    package let line: Int
 
     /// Parses the text after a tag's colon.
-    public init(parsing text: Substring, tag: String, line: Int) throws(DownloadError) {
+    package init(parsing text: Substring, tag: String, line: Int) throws(DownloadError) {
         self.tag = tag
         self.line = line
         values = [:]
@@ -100,10 +100,10 @@ public struct HLSAttributeList: Sendable, Hashable {
     }
 
     /// The text of the attribute `name`, quoted or not.
-    public subscript(name: String) -> String? { values[name]?.text }
+    package subscript(name: String) -> String? { values[name]?.text }
 
     /// The attribute's text, or ``DownloadError/Code/manifestInvalid`` when it is missing or empty.
-    public func required(_ name: String) throws(DownloadError) -> String {
+    package func required(_ name: String) throws(DownloadError) -> String {
         guard let text = values[name]?.text, !text.isEmpty else {
             throw DownloadError(.manifestInvalid, "line \(line): \(tag) has no \(name) attribute, which it requires")
         }
@@ -111,7 +111,7 @@ public struct HLSAttributeList: Sendable, Hashable {
     }
 
     /// A decimal-integer attribute (`BANDWIDTH=1280000`); `nil` when absent.
-    public func integer(_ name: String) throws(DownloadError) -> Int? {
+    package func integer(_ name: String) throws(DownloadError) -> Int? {
         guard let text = values[name]?.text else { return nil }
         guard !text.isEmpty, text.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let value = Int(text) else {
             throw invalid(name, text, "a decimal integer")
@@ -120,14 +120,14 @@ public struct HLSAttributeList: Sendable, Hashable {
     }
 
     /// A decimal-floating-point attribute (`FRAME-RATE=29.97`); `nil` when absent.
-    public func decimal(_ name: String) throws(DownloadError) -> Double? {
+    package func decimal(_ name: String) throws(DownloadError) -> Double? {
         guard let text = values[name]?.text else { return nil }
         guard let value = Double(text), value.isFinite else { throw invalid(name, text, "a decimal number") }
         return value
     }
 
     /// A decimal-resolution attribute (`RESOLUTION=1280x720`) as width and height; `nil` when absent.
-    public func resolution(_ name: String) throws(DownloadError) -> (width: Int, height: Int)? {
+    package func resolution(_ name: String) throws(DownloadError) -> (width: Int, height: Int)? {
         guard let text = values[name]?.text else { return nil }
         let parts = text.split(separator: "x", omittingEmptySubsequences: false)
         guard parts.count == 2, parts.allSatisfy({ !$0.isEmpty && $0.utf8.allSatisfy { $0 >= 0x30 && $0 <= 0x39 } }),
@@ -137,11 +137,11 @@ public struct HLSAttributeList: Sendable, Hashable {
     }
 
     /// An enumerated `YES`/`NO` attribute; `false` when absent.
-    public func flag(_ name: String) -> Bool { values[name]?.text == "YES" }
+    package func flag(_ name: String) -> Bool { values[name]?.text == "YES" }
 
     /// A hexadecimal-sequence attribute (`IV=0x0123…`) as big-endian bytes, left-padded with
     /// zeros to `count` bytes; `nil` when absent.
-    public func hexBytes(_ name: String, count: Int) throws(DownloadError) -> [UInt8]? {
+    package func hexBytes(_ name: String, count: Int) throws(DownloadError) -> [UInt8]? {
         guard let text = values[name]?.text else { return nil }
         guard text.hasPrefix("0x") || text.hasPrefix("0X") else {
             throw invalid(name, text, "a hexadecimal sequence starting with 0x")

@@ -126,7 +126,7 @@ public final class HLSEntity: PayloadEntity<HLSEntityPayload>, LiveStreamParser,
     /// The file extension for a media playlist holding `kind`: `mp4`/`m4a` for fragmented MP4
     /// (with `#EXT-X-MAP`), the segments' own for packed audio (`aac`, `mp3`, `ac3`, `ec3`) and
     /// MPEG-TS audio, `aac` for other audio, `vtt` for subtitles, `ts` otherwise.
-    public static func fileExtension(for playlist: HLSMediaPlaylist, kind: MediaInfo.Kind) -> String {
+    package static func fileExtension(for playlist: HLSMediaPlaylist, kind: MediaInfo.Kind) -> String {
         let segmentExtension = playlist.segments.first?.url.pathExtension.lowercased() ?? ""
         switch kind {
         case .audio:

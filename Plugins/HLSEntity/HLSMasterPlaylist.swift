@@ -8,29 +8,29 @@ import Tessera
 /// Every variant and every rendition with a URI has an ``HLSVariant/identifier`` /
 /// ``HLSRendition/identifier`` that is unique in the playlist and names it in a format
 /// selector and in its output's file name.
-public struct HLSMasterPlaylist: Sendable, Hashable {
+package struct HLSMasterPlaylist: Sendable, Hashable {
     /// The playlist's URL (after redirects).
-    public var url: URL
+    package var url: URL
     /// The variants, in playlist order.
-    public var variants: [HLSVariant]
+    package var variants: [HLSVariant]
     /// The renditions, in playlist order (those without a URI included: they are carried in
     /// the variants themselves).
-    public var renditions: [HLSRendition]
+    package var renditions: [HLSRendition]
     /// The stream's title, from `#EXT-X-SESSION-DATA` (RFC 8216 §4.3.4.4) with a `DATA-ID` of
     /// `com.apple.hls.title` (or another reverse-DNS id ending in `.title`) and a `VALUE`: the
     /// first such tag without a `LANGUAGE`, else the first. `nil` when the playlist has none.
     /// Network text: print it through ``UntrustedText``.
-    public var title: String?
+    package var title: String?
 
     /// Every selectable identifier: the variants', then the renditions' that have a URI.
-    public var identifiers: [String] {
+    package var identifiers: [String] {
         variants.map(\.identifier) + renditions.filter { $0.url != nil }.map(\.identifier)
     }
 
     /// The audio rendition that goes with `variant`: the `DEFAULT=YES` one of its `AUDIO`
     /// group, else the group's first; `nil` when the variant has no audio group or when that
     /// rendition has no URI (its audio is in the variant's own stream).
-    public func audioRendition(for variant: HLSVariant) -> Int? {
+    package func audioRendition(for variant: HLSVariant) -> Int? {
         guard let group = variant.audioGroup else { return nil }
         let members = renditions.indices.filter { renditions[$0].type == .audio && renditions[$0].groupID == group }
         guard let chosen = members.first(where: { renditions[$0].isDefault }) ?? members.first else { return nil }
@@ -47,7 +47,7 @@ public struct HLSMasterPlaylist: Sendable, Hashable {
     /// - identifiers: exactly the variants and renditions named (case-insensitively when no
     ///   name matches exactly); an unknown name is a ``DownloadError/Code/invalidRequest``
     ///   that lists the names there are.
-    public func select(_ selector: FormatSelector) throws(DownloadError) -> HLSSelection {
+    package func select(_ selector: FormatSelector) throws(DownloadError) -> HLSSelection {
         var selection = HLSSelection()
         switch selector {
         case .best, .worst:
@@ -96,53 +96,53 @@ public struct HLSMasterPlaylist: Sendable, Hashable {
 
 /// The variants and renditions (indices into ``HLSMasterPlaylist/variants`` and
 /// ``HLSMasterPlaylist/renditions``) a format selector picks.
-public struct HLSSelection: Sendable, Hashable {
+package struct HLSSelection: Sendable, Hashable {
     /// Selected variants.
-    public var variants: Set<Int> = []
+    package var variants: Set<Int> = []
     /// Selected renditions (all with a URI).
-    public var renditions: Set<Int> = []
+    package var renditions: Set<Int> = []
 
     /// An empty selection.
-    public init() {}
+    package init() {}
 }
 
 /// One variant stream (`#EXT-X-STREAM-INF` and the URI after it).
-public struct HLSVariant: Sendable, Hashable {
+package struct HLSVariant: Sendable, Hashable {
     /// Its media playlist.
-    public var url: URL
+    package var url: URL
     /// `BANDWIDTH`: peak bits per second.
-    public var bandwidth: Int
+    package var bandwidth: Int
     /// `AVERAGE-BANDWIDTH`.
-    public var averageBandwidth: Int?
+    package var averageBandwidth: Int?
     /// `RESOLUTION` width.
-    public var width: Int?
+    package var width: Int?
     /// `RESOLUTION` height.
-    public var height: Int?
+    package var height: Int?
     /// `CODECS`.
-    public var codecs: String?
+    package var codecs: String?
     /// `FRAME-RATE`.
-    public var frameRate: Double?
+    package var frameRate: Double?
     /// `AUDIO`: the group of its audio renditions.
-    public var audioGroup: String?
+    package var audioGroup: String?
     /// `VIDEO`: the group of its video renditions.
-    public var videoGroup: String?
+    package var videoGroup: String?
     /// `SUBTITLES`: the group of its subtitle renditions.
-    public var subtitlesGroup: String?
+    package var subtitlesGroup: String?
     /// What it holds: `audio` when every codec is an audio codec, `video` when its audio comes
     /// from a separate rendition, `muxed` otherwise.
-    public var kind: MediaInfo.Kind
+    package var kind: MediaInfo.Kind
     /// Its name: `<height>p` (`720p`) from `RESOLUTION`, or `v<n>-<bandwidth>` (n counted from
     /// 1 in playlist order) without one; `<height>p-<bandwidth>` when several variants share a
     /// height; `-<n>` appended if that still repeats a name.
-    public var identifier: String
+    package var identifier: String
     /// The line of its `#EXT-X-STREAM-INF` tag.
-    public var line: Int
+    package var line: Int
 }
 
 /// One rendition (`#EXT-X-MEDIA`).
-public struct HLSRendition: Sendable, Hashable {
+package struct HLSRendition: Sendable, Hashable {
     /// `TYPE`.
-    public enum MediaType: String, Sendable, Hashable, Codable {
+    package enum MediaType: String, Sendable, Hashable, Codable {
         /// An alternative audio track.
         case audio = "AUDIO"
         /// An alternative video track (another camera angle).
@@ -154,24 +154,24 @@ public struct HLSRendition: Sendable, Hashable {
     }
 
     /// `TYPE`.
-    public var type: MediaType
+    package var type: MediaType
     /// `GROUP-ID`.
-    public var groupID: String
+    package var groupID: String
     /// `NAME`.
-    public var name: String
+    package var name: String
     /// `LANGUAGE`.
-    public var language: String?
+    package var language: String?
     /// `DEFAULT=YES`.
-    public var isDefault: Bool
+    package var isDefault: Bool
     /// `AUTOSELECT=YES`.
-    public var autoselect: Bool
+    package var autoselect: Bool
     /// `URI`: its media playlist, or `nil` when it is carried in the variant's stream.
-    public var url: URL?
+    package var url: URL?
     /// Its name: `NAME`, or `<GROUP-ID>-<NAME>` when another rendition with a URI or a
     /// variant has the same name; `-<n>` appended if that still repeats a name.
-    public var identifier: String
+    package var identifier: String
     /// The line of its tag.
-    public var line: Int
+    package var line: Int
 }
 
 extension HLSMasterPlaylist {

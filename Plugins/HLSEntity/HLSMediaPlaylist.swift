@@ -9,37 +9,37 @@ import Tessera
 /// and an explicit IV or the sequence-number IV) and the initialisation section in effect
 /// (`#EXT-X-MAP`). ``downloadSegments()`` turns them into the segments of one concatenated
 /// output: each initialisation section before the first segment it applies to.
-public struct HLSMediaPlaylist: Sendable, Hashable {
+package struct HLSMediaPlaylist: Sendable, Hashable {
     /// The playlist's URL (after redirects).
-    public var url: URL
+    package var url: URL
     /// `#EXT-X-MEDIA-SEQUENCE`: the sequence number of the first segment (0 when absent).
-    public var mediaSequence: UInt64
+    package var mediaSequence: UInt64
     /// `#EXT-X-TARGETDURATION`, in seconds.
-    public var targetDuration: Int?
+    package var targetDuration: Int?
     /// `#EXT-X-PLAYLIST-TYPE` (`VOD` or `EVENT`), when present.
-    public var playlistType: String?
+    package var playlistType: String?
     /// Whether the playlist has `#EXT-X-ENDLIST`.
-    public var hasEndList: Bool
+    package var hasEndList: Bool
     /// `#EXT-X-DISCONTINUITY-SEQUENCE`: the discontinuity sequence number of the first segment
     /// (0 when absent).
-    public var discontinuitySequence: UInt64
+    package var discontinuitySequence: UInt64
 
     /// Whether the playlist is still growing: neither `#EXT-X-ENDLIST` nor
     /// `#EXT-X-PLAYLIST-TYPE:VOD` (a live stream with a sliding window, or an `EVENT` playlist).
-    public var isLive: Bool { !hasEndList && playlistType != "VOD" }
+    package var isLive: Bool { !hasEndList && playlistType != "VOD" }
     /// The media segments, in order (`#EXT-X-GAP` segments left out), kept compactly.
-    public var segments: HLSSegments
+    package var segments: HLSSegments
 
     /// The sum of the segments' `#EXTINF` durations, in seconds.
-    public var duration: Double { segments.totalDuration }
+    package var duration: Double { segments.totalDuration }
 
     /// Whether any segment has an initialisation section (`#EXT-X-MAP`): fragmented MP4
     /// (or another format that needs one).
-    public var hasInitSection: Bool { segments.indices.contains { segments.initSection(at: $0) != nil } }
+    package var hasInitSection: Bool { segments.indices.contains { segments.initSection(at: $0) != nil } }
 
     /// How many segments ``downloadSegments()`` returns: the media segments plus one for each
     /// initialisation section that comes into effect.
-    public var downloadSegmentCount: Int {
+    package var downloadSegmentCount: Int {
         var count = 0
         var current: HLSInitSection?
         for index in segments.indices {
@@ -57,46 +57,46 @@ public struct HLSMediaPlaylist: Sendable, Hashable {
     /// the media segments, each with its range and encryption. Encrypted segments carry no
     /// expected size (the decrypted size is known only after decryption). The list is compact:
     /// the URIs are kept as text and resolved when a segment is read.
-    public func downloadSegments() throws(DownloadError) -> SegmentList {
+    package func downloadSegments() throws(DownloadError) -> SegmentList {
         try segments.downloadList()
     }
 }
 
 /// One media segment of a ``HLSMediaPlaylist``.
-public struct HLSSegment: Sendable, Hashable {
+package struct HLSSegment: Sendable, Hashable {
     /// Where its bytes are.
-    public var url: URL
+    package var url: URL
     /// The bytes of the resource that make it (`#EXT-X-BYTERANGE`), or `nil` for all of it.
-    public var range: ByteRange?
+    package var range: ByteRange?
     /// `#EXTINF` duration in seconds.
-    public var duration: Double
+    package var duration: Double
     /// `#EXTINF` title, when there is one.
-    public var title: String?
+    package var title: String?
     /// Its media sequence number.
-    public var mediaSequence: UInt64
+    package var mediaSequence: UInt64
     /// How it is encrypted (AES-128), or `nil` when it is not.
-    public var encryption: SegmentEncryption?
+    package var encryption: SegmentEncryption?
     /// The initialisation section (`#EXT-X-MAP`) that applies to it.
-    public var initSection: HLSInitSection?
+    package var initSection: HLSInitSection?
     /// Whether `#EXT-X-DISCONTINUITY` comes before it.
-    public var isDiscontinuity: Bool
+    package var isDiscontinuity: Bool
     /// The line of its URI in the playlist.
-    public var line: Int
+    package var line: Int
     /// Its own `#EXT-X-PROGRAM-DATE-TIME`, if it has one (``HLSMediaPlaylist/liveWindow()``
     /// gives every segment after a dated one its date).
-    public var programDateTime: Date?
+    package var programDateTime: Date?
 }
 
 /// A media initialisation section (`#EXT-X-MAP`).
-public struct HLSInitSection: Sendable, Hashable {
+package struct HLSInitSection: Sendable, Hashable {
     /// Where its bytes are.
-    public var url: URL
+    package var url: URL
     /// The bytes of the resource that make it (`BYTERANGE`), or `nil` for all of it.
-    public var range: ByteRange?
+    package var range: ByteRange?
     /// How it is encrypted: under `METHOD=AES-128` with the key's explicit IV.
-    public var encryption: SegmentEncryption?
+    package var encryption: SegmentEncryption?
     /// The line of its tag in the playlist.
-    public var line: Int
+    package var line: Int
 
     /// Whether `other` is the same bytes (the line may differ).
     func hasSameContent(as other: HLSInitSection?) -> Bool {

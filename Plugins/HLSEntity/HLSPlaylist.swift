@@ -10,7 +10,7 @@ import Tessera
 /// case .media(let media): print(media.segments.count, "segments")
 /// }
 /// ```
-public enum HLSPlaylist: Sendable, Hashable {
+package enum HLSPlaylist: Sendable, Hashable {
     /// A master (multivariant) playlist.
     case master(HLSMasterPlaylist)
     /// A media playlist.
@@ -29,12 +29,12 @@ public enum HLSPlaylist: Sendable, Hashable {
     /// ``DownloadError/Code/unsupportedContent``; every other problem is a
     /// ``DownloadError/Code/manifestInvalid`` naming the line. URLs are resolved with
     /// `URLSafety` (http and https only).
-    public static func parse(_ data: Data, url: URL, maxSegments: Int = 1_000_000) throws(DownloadError) -> HLSPlaylist {
+    package static func parse(_ data: Data, url: URL, maxSegments: Int = 1_000_000) throws(DownloadError) -> HLSPlaylist {
         try parse(text: String(decoding: data, as: UTF8.self), url: url, maxSegments: maxSegments)
     }
 
     /// Parses playlist text; see ``parse(_:url:maxSegments:)``.
-    public static func parse(text: String, url: URL, maxSegments: Int = 1_000_000) throws(DownloadError) -> HLSPlaylist {
+    package static func parse(text: String, url: URL, maxSegments: Int = 1_000_000) throws(DownloadError) -> HLSPlaylist {
         var body = text
         if body.unicodeScalars.first == "\u{FEFF}" { body.unicodeScalars.removeFirst() }
         let scan = try PlaylistScan(body, url: url)

@@ -5,7 +5,7 @@ import Tessera
 /// (resolved when the segment is read), its range, duration, sequence number and line, with the
 /// few encryptions and initialisation sections in tables. A playlist of a million segments costs
 /// tens of bytes per segment, not a `URL` and a struct each.
-public struct HLSSegments: RandomAccessCollection, Sendable, Hashable {
+package struct HLSSegments: RandomAccessCollection, Sendable, Hashable {
     /// The playlist's URL, which relative URIs are resolved against, and the text a plain
     /// relative URI is appended to.
     let base: URL
@@ -43,10 +43,10 @@ public struct HLSSegments: RandomAccessCollection, Sendable, Hashable {
         lines.reserveCapacity(capacity)
     }
 
-    public var startIndex: Int { 0 }
-    public var endIndex: Int { ends.count }
+    package var startIndex: Int { 0 }
+    package var endIndex: Int { ends.count }
 
-    public subscript(index: Int) -> HLSSegment {
+    package subscript(index: Int) -> HLSSegment {
         HLSSegment(
             url: url(at: index), range: range(at: index), duration: durations[index], title: titles[index],
             mediaSequence: sequences[index], encryption: encryption(at: index), initSection: initSection(at: index),
@@ -54,14 +54,14 @@ public struct HLSSegments: RandomAccessCollection, Sendable, Hashable {
     }
 
     /// The duration of the segment at `index`, in seconds.
-    public func duration(at index: Int) -> Double { durations[index] }
+    package func duration(at index: Int) -> Double { durations[index] }
 
     /// The media sequence number of the segment at `index`.
-    public func mediaSequence(at index: Int) -> UInt64 { sequences[index] }
+    package func mediaSequence(at index: Int) -> UInt64 { sequences[index] }
 
     /// Whether a discontinuity comes before the segment at `index` (in the playlist, or among
     /// the #EXT-X-GAP segments left out before it).
-    public func isDiscontinuity(at index: Int) -> Bool { discontinuities.contains(index) || skipped[index]?.discontinuity == true }
+    package func isDiscontinuity(at index: Int) -> Bool { discontinuities.contains(index) || skipped[index]?.discontinuity == true }
 
     /// The discontinuity sequence number of every segment: `base` (`#EXT-X-DISCONTINUITY-SEQUENCE`)
     /// plus the discontinuity tags up to it, its own included: a server increments the tag's
@@ -89,29 +89,29 @@ public struct HLSSegments: RandomAccessCollection, Sendable, Hashable {
     }
 
     /// The URI of the segment at `index`, as written in the playlist.
-    public func reference(at index: Int) -> String {
+    package func reference(at index: Int) -> String {
         let start = index == 0 ? 0 : Int(ends[index - 1])
         return String(decoding: text[start..<Int(ends[index])], as: UTF8.self)
     }
 
     /// The URL of the segment at `index` (checked when the playlist was parsed).
-    public func url(at index: Int) -> URL {
+    package func url(at index: Int) -> URL {
         let reference = reference(at: index)
         if URLSafety.isPlainRelative(reference), !directory.isEmpty, let url = URL(string: directory + reference) { return url }
         return (try? URLSafety.resolve(reference, against: base)) ?? base
     }
 
     /// The byte range of the segment at `index`.
-    public func range(at index: Int) -> ByteRange? { ranges.isEmpty ? nil : ranges[index] }
+    package func range(at index: Int) -> ByteRange? { ranges.isEmpty ? nil : ranges[index] }
 
     /// The encryption of the segment at `index`.
-    public func encryption(at index: Int) -> SegmentEncryption? {
+    package func encryption(at index: Int) -> SegmentEncryption? {
         guard !encryptionNumbers.isEmpty, encryptionNumbers[index] >= 0 else { return nil }
         return encryptions[Int(encryptionNumbers[index])]
     }
 
     /// The initialisation section of the segment at `index`.
-    public func initSection(at index: Int) -> HLSInitSection? {
+    package func initSection(at index: Int) -> HLSInitSection? {
         guard !initSectionNumbers.isEmpty, initSectionNumbers[index] >= 0 else { return nil }
         return initSections[Int(initSectionNumbers[index])]
     }

@@ -13,16 +13,16 @@ import Tessera
 /// let file = try document.file(named: document.entries[0].name)
 /// print(file.mirrors.map(\.url), file.checksum as Any)
 /// ```
-public struct MetalinkDocument: Sendable {
+package struct MetalinkDocument: Sendable {
     /// The two formats Tessera reads.
-    public enum Version: String, Sendable, Hashable, Codable {
+    package enum Version: String, Sendable, Hashable, Codable {
         /// Metalink 4, RFC 5854.
         case v4 = "4.0"
         /// Metalink 3.0, the metalinker.org format that predates the RFC.
         case v3 = "3.0"
 
         /// The namespace the format's elements are in.
-        public var namespace: String {
+        package var namespace: String {
             switch self {
             case .v4: MetalinkDocument.namespaceV4
             case .v3: MetalinkDocument.namespaceV3
@@ -31,29 +31,29 @@ public struct MetalinkDocument: Sendable {
     }
 
     /// One `<file>` of the document, as listed before its details are read.
-    public struct Entry: Sendable, Hashable {
+    package struct Entry: Sendable, Hashable {
         /// The `name` attribute, exactly as written (it is checked when the file is downloaded).
-        public var name: String
+        package var name: String
         /// The line of the `<file>` start tag.
-        public var line: Int
+        package var line: Int
     }
 
     /// The Metalink 4 namespace (RFC 5854).
-    public static let namespaceV4 = "urn:ietf:params:xml:ns:metalink"
+    package static let namespaceV4 = "urn:ietf:params:xml:ns:metalink"
     /// The Metalink 3 namespace.
-    public static let namespaceV3 = "http://www.metalinker.org/"
+    package static let namespaceV3 = "http://www.metalinker.org/"
     /// At most this many mirrors of a file are used (the first ones in priority order); a
     /// document listing more is not refused, the rest are ignored.
-    public static let maxMirrorsPerFile = 64
+    package static let maxMirrorsPerFile = 64
     /// The XML namespace, for `xml:base`.
     static let xmlNamespace = "http://www.w3.org/XML/1998/namespace"
 
     /// Which format the document is in.
-    public let version: Version
+    package let version: Version
     /// The URL the document was read from, after redirects: the base of its relative URLs.
-    public let url: URL
+    package let url: URL
     /// The files, in document order.
-    public let entries: [Entry]
+    package let entries: [Entry]
     /// The `<file>` elements, parallel to ``entries``.
     let fileElements: [SafeXMLElement]
 
@@ -68,14 +68,14 @@ public struct MetalinkDocument: Sendable {
     /// - Throws: ``DownloadError``: ``DownloadError/Code/unsafeInput`` for entity declarations or
     ///   external entities, ``DownloadError/Code/manifestInvalid`` for malformed XML, another root
     ///   element or namespace, no files or a file without a name.
-    public static func parse(
+    package static func parse(
         _ data: Data, url: URL, maxFiles: Int = 1_000_000, options: XMLParseOptions = XMLParseOptions()
     ) throws(DownloadError) -> MetalinkDocument {
         try MetalinkDocument(SafeXMLDocument.parse(data, options: options, baseURL: url), url: url, maxFiles: maxFiles)
     }
 
     /// Reads a parsed XML document as a Metalink; see ``parse(_:url:maxFiles:options:)``.
-    public init(_ xml: SafeXMLDocument, url: URL, maxFiles: Int = 1_000_000) throws(DownloadError) {
+    package init(_ xml: SafeXMLDocument, url: URL, maxFiles: Int = 1_000_000) throws(DownloadError) {
         self.url = url
         let root = xml.root
         version = try Self.version(ofRoot: root.name, prefix: root.prefix, namespace: root.namespaceURI, line: root.line, url: url)
@@ -101,13 +101,13 @@ public struct MetalinkDocument: Sendable {
     ///   ``DownloadError/Code/manifestTooLarge`` before any piece is read.
     /// - Throws: ``DownloadError/Code/manifestInvalid`` when there is no such file or its
     ///   elements are malformed (the message names the element and its line).
-    public func file(named name: String, maxPieces: Int = 1_000_000) throws(DownloadError) -> MetalinkFile {
+    package func file(named name: String, maxPieces: Int = 1_000_000) throws(DownloadError) -> MetalinkFile {
         guard let index = entries.firstIndex(where: { $0.name == name }) else { throw Self.notListedError(name, url: url) }
         return try file(at: index, maxPieces: maxPieces)
     }
 
     /// The details of the file at `index` in ``entries``; see ``file(named:maxPieces:)``.
-    public func file(at index: Int, maxPieces: Int = 1_000_000) throws(DownloadError) -> MetalinkFile {
+    package func file(at index: Int, maxPieces: Int = 1_000_000) throws(DownloadError) -> MetalinkFile {
         precondition(entries.indices.contains(index), "no file at index \(index)")
         var reader = MetalinkFileReader(
             element: TreeElement(element: fileElements[index], namespace: version.namespace), entry: entries[index],
@@ -175,55 +175,55 @@ public struct MetalinkDocument: Sendable {
 }
 
 /// One file of a Metalink document, with what Tessera uses of it.
-public struct MetalinkFile: Sendable, Hashable {
+package struct MetalinkFile: Sendable, Hashable {
     /// The `name` attribute as written; a relative path, checked when the file is downloaded.
-    public var name: String
+    package var name: String
     /// The line of the `<file>` start tag.
-    public var line: Int
+    package var line: Int
     /// `<size>`: the file's size in bytes, when given.
-    public var size: Int64?
+    package var size: Int64?
     /// The whole-file hashes of known types (`md5`, `sha-1`, `sha-256`, `sha-384`, `sha-512`), in
     /// document order; hashes of other types are ignored.
-    public var hashes: [Checksum]
+    package var hashes: [Checksum]
     /// The piece hashes of the strongest known type, when the file has `<pieces>`.
-    public var pieces: MetalinkPieces?
+    package var pieces: MetalinkPieces?
     /// The http and https mirrors, in the order to try them: by `priority` (lower first; none
     /// counts as 999999) for Metalink 4, by `preference` (higher first; none comes last) for
     /// Metalink 3; ties keep document order. At most ``MetalinkDocument/maxMirrorsPerFile``.
-    public var mirrors: [MetalinkMirror]
+    package var mirrors: [MetalinkMirror]
     /// Mirrors that were left out (other protocols, unusable URLs), with the reason.
-    public var skippedMirrors: [String]
+    package var skippedMirrors: [String]
     /// Things in the file that were ignored, for the log: unknown hash types, torrents, bad priorities.
-    public var notes: [String]
+    package var notes: [String]
     /// `<identity>`, `<version>`, `<description>`, `<language>`, `<os>` when present.
-    public var metadata: [String: String]
+    package var metadata: [String: String]
 
     /// The strongest whole-file hash, the one a download is verified with.
-    public var checksum: Checksum? { Checksum.strongest(hashes) }
+    package var checksum: Checksum? { Checksum.strongest(hashes) }
 }
 
 /// A mirror of a Metalink file.
-public struct MetalinkMirror: Sendable, Hashable {
+package struct MetalinkMirror: Sendable, Hashable {
     /// The URL, resolved against the document's URL (and any `xml:base`) and checked.
-    public var url: URL
+    package var url: URL
     /// Metalink 4's `priority` (1 ... 999999, lower first), when valid.
-    public var priority: Int?
+    package var priority: Int?
     /// Metalink 3's `preference` (0 ... 100, higher first), when valid.
-    public var preference: Int?
+    package var preference: Int?
     /// `location`: an ISO 3166-1 country code, lowercased, when given.
-    public var location: String?
+    package var location: String?
     /// The line of the `<url>` element.
-    public var line: Int
+    package var line: Int
 }
 
 /// The piece hashes of a Metalink file (`<pieces length="…" type="…">`).
-public struct MetalinkPieces: Sendable, Hashable {
+package struct MetalinkPieces: Sendable, Hashable {
     /// The length of every piece but the last, in bytes.
-    public var length: Int64
+    package var length: Int64
     /// The hash function.
-    public var algorithm: Checksum.Algorithm
+    package var algorithm: Checksum.Algorithm
     /// One checksum per piece, in order.
-    public var hashes: [Checksum]
+    package var hashes: [Checksum]
     /// The line of the `<pieces>` element.
-    public var line: Int
+    package var line: Int
 }

@@ -231,7 +231,7 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
     /// - Throws: ``DownloadError/Code/unsafePath`` for a name that would leave the directory,
     ///   ``DownloadError/Code/manifestTooLarge`` for more than `maxSegments` segments (counted
     ///   before any is made), and the first skipped mirror's error when no http(s) mirror is left.
-    public static func manifest(
+    package static func manifest(
         for file: MetalinkFile, in document: MetalinkDocument, maxSegments: Int = 1_000_000,
         splitting: SplitPolicy = SplitPolicy(), preferredLocations: [String] = []
     ) throws(DownloadError) -> DownloadManifest {

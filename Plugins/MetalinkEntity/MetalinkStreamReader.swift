@@ -22,25 +22,25 @@ import Tessera
 /// ```
 ///
 /// The reader is a single-threaded object, like the ``XMLStreamReader`` it reads with.
-public final class MetalinkStreamReader {
+package final class MetalinkStreamReader {
     /// One `<file>` of the document, read.
-    public struct Item: Sendable {
+    package struct Item: Sendable {
         /// Its name and line, as ``MetalinkDocument/entries`` lists them.
-        public var entry: MetalinkDocument.Entry
+        package var entry: MetalinkDocument.Entry
         /// Its details, as ``MetalinkDocument/file(at:maxPieces:)`` reads them, or why they could
         /// not be read (a fault of this file only).
-        public var file: Result<MetalinkFile, DownloadError>
+        package var file: Result<MetalinkFile, DownloadError>
     }
 
     /// The URL the document was read from, after redirects: the base of its relative URLs.
-    public let url: URL
+    package let url: URL
     /// At most this many `<file>` elements.
-    public let maxFiles: Int
+    package let maxFiles: Int
     /// At most this many pieces in a file.
-    public let maxPieces: Int
+    package let maxPieces: Int
     /// The document's format, known once its root element has been read (by the first
     /// ``next()`` or ``file(named:)``); `nil` before, and for a document that is not a Metalink.
-    public private(set) var version: MetalinkDocument.Version?
+    package private(set) var version: MetalinkDocument.Version?
 
     private let xml: XMLStreamReader
     /// Whether the root element has been read.
@@ -71,7 +71,7 @@ public final class MetalinkStreamReader {
     ///   - options: XML size, depth and element limits.
     /// - Throws: ``DownloadError``: ``DownloadError/Code/manifestTooLarge`` when `data` is over
     ///   the size limit, ``DownloadError/Code/manifestInvalid`` when it is empty.
-    public init(
+    package init(
         data: Data, url: URL, maxFiles: Int = 1_000_000, maxPieces: Int = 1_000_000, options: XMLParseOptions = XMLParseOptions()
     ) throws(DownloadError) {
         // Whitespace too: an element's text is every descendant's, as the tree gives it.
@@ -87,7 +87,7 @@ public final class MetalinkStreamReader {
     ///   ``MetalinkDocument/parse(_:url:maxFiles:options:)``): malformed or unsafe XML as soon as
     ///   it is found, the rest once the whole document has been read. After an error, every
     ///   later call throws it again.
-    public func next() throws(DownloadError) -> Item? {
+    package func next() throws(DownloadError) -> Item? {
         try nextFile { _ in true }
     }
 
@@ -100,7 +100,7 @@ public final class MetalinkStreamReader {
     ///
     /// - Throws: ``DownloadError``: this file's own error, the document's (see ``next()``), or
     ///   ``DownloadError/Code/manifestInvalid`` when no file has that name.
-    public func file(named name: String) throws(DownloadError) -> MetalinkFile {
+    package func file(named name: String) throws(DownloadError) -> MetalinkFile {
         while let item = try nextFile(reading: { $0 == name }) {
             if item.entry.name == name { return try item.file.get() }
         }

@@ -136,7 +136,7 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
     public var retryAfter: Duration?
     /// The bytes that are on disk and valid after the failure, and the validator that lets a
     /// later attempt resume them.
-    public var checkpoint: TransferCheckpoint?
+    package var checkpoint: TransferCheckpoint?
     /// The libcurl result code, for ``Code/transport`` and network failures.
     public var curlCode: Int?
     /// The operating-system error number behind the failure, when known.
@@ -149,7 +149,22 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
         url: String? = nil,
         httpStatus: Int? = nil,
         retryAfter: Duration? = nil,
-        checkpoint: TransferCheckpoint? = nil,
+        curlCode: Int? = nil,
+        systemErrno: Int32? = nil
+    ) {
+        self.init(
+            code, message, url: url, httpStatus: httpStatus, retryAfter: retryAfter, checkpoint: nil, curlCode: curlCode,
+            systemErrno: systemErrno)
+    }
+
+    /// Creates an error of the engine's, with what a later attempt can resume.
+    package init(
+        _ code: Code,
+        _ message: String,
+        url: String? = nil,
+        httpStatus: Int? = nil,
+        retryAfter: Duration? = nil,
+        checkpoint: TransferCheckpoint?,
         curlCode: Int? = nil,
         systemErrno: Int32? = nil
     ) {

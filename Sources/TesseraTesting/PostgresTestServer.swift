@@ -19,30 +19,30 @@ import Glibc
 /// // postgres://tessera@127.0.0.1:<port>/postgres
 /// print(server.url)
 /// ```
-public final class PostgresTestServer: Sendable {
+package final class PostgresTestServer: Sendable {
     /// Where the PostgreSQL 15 binaries are (`postgresql-15` from apt).
-    public static let binaries = "/usr/lib/postgresql/15/bin"
+    package static let binaries = "/usr/lib/postgresql/15/bin"
 
     /// Whether the binaries are installed.
-    public static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: binaries + "/pg_ctl") }
+    package static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: binaries + "/pg_ctl") }
 
     /// Whether a test that needs PostgreSQL should run: the binaries are there, or this is CI
     /// (`CI=true`), where their absence must fail the test, not skip it.
-    public static var shouldRun: Bool { isInstalled || ProcessInfo.processInfo.environment["CI"] == "true" }
+    package static var shouldRun: Bool { isInstalled || ProcessInfo.processInfo.environment["CI"] == "true" }
 
     /// Why a test was skipped, for `.enabled(if:_:)`.
-    public static let skipReason =
+    package static let skipReason =
         "PostgreSQL 15 is not installed (/usr/lib/postgresql/15/bin): apt-get install postgresql-15, or run make test"
 
     /// The cluster's directory (the data directory is `data/` in it, the socket beside it).
-    public let directory: String
+    package let directory: String
     /// The port, on 127.0.0.1.
-    public let port: Int
+    package let port: Int
     /// The database user (a superuser).
-    public let user = "tessera"
+    package let user = "tessera"
 
     /// `postgres://tessera@127.0.0.1:PORT/postgres`.
-    public var url: String { "postgres://\(user)@127.0.0.1:\(port)/postgres" }
+    package var url: String { "postgres://\(user)@127.0.0.1:\(port)/postgres" }
 
     private init(directory: String, port: Int) {
         self.directory = directory
@@ -51,7 +51,7 @@ public final class PostgresTestServer: Sendable {
 
     /// Creates a cluster and starts it (a few seconds). Throws when the binaries are missing or
     /// the server does not start (its log's end in the message).
-    public static func start() async throws -> PostgresTestServer {
+    package static func start() async throws -> PostgresTestServer {
         guard isInstalled else { throw ServerError("PostgreSQL 15 is not installed in \(binaries) (apt-get install postgresql-15)") }
         return try await onThread {
             let directory = NSTemporaryDirectory() + "tessera-pg-" + UUID().uuidString
@@ -79,24 +79,24 @@ public final class PostgresTestServer: Sendable {
     }
 
     /// Starts the server again after ``kill()`` (same cluster, same port).
-    public func restart() async throws {
+    package func restart() async throws {
         try await onThread { try self.startProcess() }
     }
 
     /// Stops the server at once (`pg_ctl -m immediate stop`: no checkpoint, clients cut), keeping
     /// the cluster for ``restart()``.
-    public func kill() {
+    package func kill() {
         _ = try? Self.run(Self.binaries + "/pg_ctl", ["-D", directory + "/data", "-m", "immediate", "-w", "stop"], asServer: true)
     }
 
     /// Stops the server and deletes the cluster.
-    public func stop() {
+    package func stop() {
         kill()
         try? FileManager.default.removeItem(atPath: directory)
     }
 
     /// The end of the server's log (for a failing test's message).
-    public var logTail: String {
+    package var logTail: String {
         String(((try? String(contentsOfFile: directory + "/log", encoding: .utf8)) ?? "").suffix(2000))
     }
 
@@ -118,9 +118,9 @@ public final class PostgresTestServer: Sendable {
     }
 
     /// Why the server could not be started.
-    public struct ServerError: Error, CustomStringConvertible {
+    package struct ServerError: Error, CustomStringConvertible {
         /// What happened.
-        public var description: String
+        package var description: String
         init(_ description: String) { self.description = description }
     }
 }

@@ -12,9 +12,9 @@ import Musl
 /// Each segment is encrypted on its own, so decrypt whole segments: ``decrypt(_:key:iv:)`` in
 /// memory or ``decryptFile(at:to:key:iv:)`` from disk. When the playlist's `EXT-X-KEY` has no
 /// `IV` attribute, the IV is the segment's media sequence number, ``sequenceIV(_:)``.
-public enum AES128CBC {
+package enum AES128CBC {
     /// The key, IV and block size in bytes.
-    public static let blockSize = 16
+    package static let blockSize = 16
 
     /// Decrypts a whole segment with a 16-byte `key` and a 16-byte `iv`, and removes the
     /// PKCS#7 padding.
@@ -22,7 +22,7 @@ public enum AES128CBC {
     /// - Throws: ``DownloadError/Code/cryptoFailure`` when the key or IV is not 16 bytes, when
     ///   `input` is empty or not a multiple of 16 bytes, or when the padding is invalid after
     ///   decryption, which almost always means the key or IV is wrong or the segment is corrupt.
-    public static func decrypt(_ input: [UInt8], key: [UInt8], iv: [UInt8]) throws(DownloadError) -> [UInt8] {
+    package static func decrypt(_ input: [UInt8], key: [UInt8], iv: [UInt8]) throws(DownloadError) -> [UInt8] {
         let cipher = try CBCCipher(encrypting: false, key: key, iv: iv)
         try checkCiphertextLength(Int64(input.count), of: "the segment")
         return try cipher.run(input)
@@ -38,7 +38,7 @@ public enum AES128CBC {
     ///   ``DownloadError/Code/writeFailed`` or ``DownloadError/Code/diskFull`` when a file
     ///   cannot be read or written; ``DownloadError/Code/invalidRequest`` when both paths name
     ///   the same file.
-    public static func decryptFile(
+    package static func decryptFile(
         at inputPath: String, to outputPath: String, key: [UInt8], iv: [UInt8]
     ) throws(DownloadError) {
         let cipher = try CBCCipher(encrypting: false, key: key, iv: iv)
@@ -86,14 +86,14 @@ public enum AES128CBC {
     /// bytes longer, a multiple of 16. For tests and fixtures; Tessera itself only decrypts.
     ///
     /// - Throws: ``DownloadError/Code/cryptoFailure`` when the key or IV is not 16 bytes.
-    public static func encrypt(_ input: [UInt8], key: [UInt8], iv: [UInt8]) throws(DownloadError) -> [UInt8] {
+    package static func encrypt(_ input: [UInt8], key: [UInt8], iv: [UInt8]) throws(DownloadError) -> [UInt8] {
         let cipher = try CBCCipher(encrypting: true, key: key, iv: iv)
         return try cipher.run(input)
     }
 
     /// The IV HLS uses when `EXT-X-KEY` has no `IV` attribute: the segment's media sequence
     /// number as a 16-byte big-endian integer (RFC 8216 §5.2).
-    public static func sequenceIV(_ mediaSequence: UInt64) -> [UInt8] {
+    package static func sequenceIV(_ mediaSequence: UInt64) -> [UInt8] {
         var iv = [UInt8](repeating: 0, count: blockSize)
         for index in 0..<8 {
             iv[blockSize - 1 - index] = UInt8(truncatingIfNeeded: mediaSequence >> (8 * UInt64(index)))

@@ -12,9 +12,9 @@ import COpenSSL
 /// for chunk in chunks { hasher.update(chunk) }
 /// let checksum = hasher.finalize()
 /// ```
-public final class ChecksumHasher {
+package final class ChecksumHasher {
     /// The hash function.
-    public let algorithm: Checksum.Algorithm
+    package let algorithm: Checksum.Algorithm
     private let context: OpaquePointer
     private var finalized = false
 
@@ -22,7 +22,7 @@ public final class ChecksumHasher {
     ///
     /// Traps if libcrypto cannot provide the algorithm, which happens only with a crypto
     /// library that is broken or restricted by policy (e.g. MD5 in a FIPS-only configuration).
-    public init(_ algorithm: Checksum.Algorithm) {
+    package init(_ algorithm: Checksum.Algorithm) {
         self.algorithm = algorithm
         guard let context = EVP_MD_CTX_new() else {
             fatalError("OpenSSL could not allocate a digest context")
@@ -42,7 +42,7 @@ public final class ChecksumHasher {
     /// Adds `bytes` to the hash.
     ///
     /// - Precondition: ``finalize()`` has not been called.
-    public func update(_ bytes: UnsafeRawBufferPointer) {
+    package func update(_ bytes: UnsafeRawBufferPointer) {
         precondition(!finalized, "ChecksumHasher.update called after finalize")
         guard let base = bytes.baseAddress, bytes.count > 0 else { return }
         guard EVP_DigestUpdate(context, base, bytes.count) == 1 else {
@@ -53,7 +53,7 @@ public final class ChecksumHasher {
     /// Adds `bytes` to the hash.
     ///
     /// - Precondition: ``finalize()`` has not been called.
-    public func update(_ bytes: [UInt8]) {
+    package func update(_ bytes: [UInt8]) {
         bytes.withUnsafeBytes { update($0) }
     }
 
@@ -77,7 +77,7 @@ public final class ChecksumHasher {
     /// Finishes the hash and returns the checksum of all bytes added.
     ///
     /// - Precondition: ``finalize()`` has not been called before; a hasher is used once.
-    public func finalize() -> Checksum {
+    package func finalize() -> Checksum {
         precondition(!finalized, "ChecksumHasher.finalize called twice")
         finalized = true
         var digest = [UInt8](repeating: 0, count: Int(EVP_MAX_MD_SIZE))

@@ -5,14 +5,14 @@ import Foundation
 /// The download engine every entity shares: one libcurl multi handle driven by one dedicated
 /// thread, with an `async` API on top.
 ///
-/// Submit a ``TransferRequest`` with ``transfer(_:progress:)`` and await its ``TransferResult``.
-/// The engine reuses connections, multiplexes HTTP/2 streams where the server offers them,
+/// An application makes one and gives it to its ``DownloadTaskManager``; the package's own
+/// layers submit transfers to it (`transfer(_:progress:)`, not public API). The engine reuses connections, multiplexes HTTP/2 streams where the server offers them,
 /// limits connections in total and per host, applies one rate limit across all transfers,
 /// resumes partial files with `Range` + `If-Range`, and writes the body straight to disk from
 /// libcurl's callback, so memory stays flat whatever the size of the file.
 ///
 /// Cancelling the awaiting Swift task removes the transfer from libcurl at once; the thrown
-/// ``DownloadError`` carries a ``TransferCheckpoint`` to resume from.
+/// ``DownloadError`` carries a `TransferCheckpoint` to resume from.
 ///
 /// ```swift
 /// let engine = try CurlEngine()
@@ -48,7 +48,7 @@ public final class CurlEngine: Sendable {
     ///     ``Configuration/progressInterval`` and once at the end; it must return quickly.
     /// - Throws: ``DownloadError`` only; ``DownloadError/Code/cancelled`` when the calling task
     ///   is cancelled.
-    public func transfer(
+    package func transfer(
         _ request: TransferRequest,
         progress: (@Sendable (TransferProgress) -> Void)? = nil
     ) async throws -> TransferResult {

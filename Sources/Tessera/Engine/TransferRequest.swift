@@ -1,9 +1,9 @@
 import Foundation
 
 /// One HTTP transfer for ``CurlEngine``: what to fetch, which bytes, and where they go.
-public struct TransferRequest: Sendable {
+package struct TransferRequest: Sendable {
     /// The request method.
-    public enum Method: Sendable, Hashable {
+    package enum Method: Sendable, Hashable {
         /// Fetch the body.
         case get
         /// Fetch the headers only, to learn the size, validators and range support.
@@ -11,7 +11,7 @@ public struct TransferRequest: Sendable {
     }
 
     /// Where the body goes.
-    public enum Destination: Sendable, Hashable {
+    package enum Destination: Sendable, Hashable {
         /// Into the file at `path`, starting at `offset`. The file and its parent directory are
         /// created when missing; the file is opened only when a body is coming, so an error
         /// response never leaves an empty file behind.
@@ -28,58 +28,58 @@ public struct TransferRequest: Sendable {
     }
 
     /// The URL; only `http` and `https` are accepted, also for redirects.
-    public var url: URL
+    package var url: URL
     /// The method.
-    public var method: Method
+    package var method: Method
     /// The bytes wanted, or `nil` for the whole resource.
-    public var range: ByteRange?
+    package var range: ByteRange?
     /// Extra header fields, sent after the engine's defaults (which they replace by name).
-    public var headers: HTTPHeaders
+    package var headers: HTTPHeaders
     /// Where the body goes.
-    public var destination: Destination
+    package var destination: Destination
     /// What an earlier attempt left on disk: the engine asks only for the rest, with
     /// `If-Range` carrying the validator, and starts over cleanly if the server's content changed.
-    public var resume: TransferCheckpoint?
+    package var resume: TransferCheckpoint?
     /// The length the body of the requested span must have; a different length fails with
     /// ``DownloadError/Code/sizeMismatch``.
-    public var expectedLength: Int64?
+    package var expectedLength: Int64?
     /// A rate limit for this transfer alone, in bytes per second, on top of the global one.
-    public var rateLimit: Int64?
+    package var rateLimit: Int64?
     /// Whether a compressed response (`Accept-Encoding`) is welcome and decoded. Only for
     /// memory destinations: byte ranges and sizes refer to the identity encoding.
-    public var acceptsCompression: Bool
+    package var acceptsCompression: Bool
     /// Whether a partial body without a validator may be resumed anyway. Off by default: without
     /// an `ETag` or a strong `Last-Modified`, two versions could be spliced, so the body is
     /// fetched again from its first byte.
-    public var resumesWithoutValidator: Bool
+    package var resumesWithoutValidator: Bool
     /// Whether the ``range`` may reach past the resource's end: a first range asked for before
     /// the length is known. The server then ends it at the last byte it has (RFC 9110 §14.1.2),
     /// and the span is what it sent; an empty resource (`416`, `bytes */0`) is an empty span. Off
     /// by default: a range computed from a length learned earlier that passes the end now means
     /// the resource changed (``DownloadError/Code/contentChanged``).
-    public var rangeMayPassEnd: Bool = false
+    package var rangeMayPassEnd: Bool = false
     /// A limit on the whole transfer, on top of the engine's connect and low-speed limits.
-    public var timeout: Duration?
+    package var timeout: Duration?
     /// Called on the engine thread once the final response is known to be usable (a success
     /// status, its range and validator checked) and before any of its body is written: it may
     /// send the body elsewhere (``ResponseDecision/redirect(to:)``, only for a request that
     /// resumes nothing) or refuse it. It must return quickly.
-    public var onResponse: (@Sendable (TransferResponse) -> ResponseDecision)?
+    package var onResponse: (@Sendable (TransferResponse) -> ResponseDecision)?
     /// Called on the engine thread each time buffered body bytes reach the file, with the bytes
     /// of the span now in the file (kept ones included). A record of what is on disk that is
     /// updated from here never claims a byte the file does not hold. It must return quickly.
-    public var onFlush: (@Sendable (_ bytesOnDisk: Int64) -> Void)?
+    package var onFlush: (@Sendable (_ bytesOnDisk: Int64) -> Void)?
     /// Asked on the engine thread before each write of body bytes to the file: `false` ends the
     /// transfer with ``DownloadError/Code/connectionLost`` (transient) and writes nothing (a
     /// fleet worker that may have lost the task, see ``TaskWriteFence``). It must return quickly.
-    public var permitsWrite: (@Sendable () -> Bool)?
+    package var permitsWrite: (@Sendable () -> Bool)?
     /// An end the caller may move closer while the transfer runs (a large file split over more
     /// connections as they come): the transfer stops, successfully, once it has that many bytes
     /// of its span.
-    public var bound: TransferBound?
+    package var bound: TransferBound?
 
     /// Creates a request.
-    public init(
+    package init(
         url: URL,
         method: Method = .get,
         range: ByteRange? = nil,
@@ -106,20 +106,20 @@ public struct TransferRequest: Sendable {
     }
 
     /// The whole resource (or `range` of it) into a file.
-    public static func download(
+    package static func download(
         _ url: URL, to path: String, range: ByteRange? = nil, resume: TransferCheckpoint? = nil
     ) -> TransferRequest {
         TransferRequest(url: url, range: range, destination: .file(path: path), resume: resume)
     }
 
     /// A small resource into memory, decoded if the server compressed it.
-    public static func fetch(_ url: URL, limit: Int = 16 << 20, headers: HTTPHeaders = HTTPHeaders()) -> TransferRequest {
+    package static func fetch(_ url: URL, limit: Int = 16 << 20, headers: HTTPHeaders = HTTPHeaders()) -> TransferRequest {
         TransferRequest(url: url, headers: headers, destination: .memory(limit: limit), acceptsCompression: true)
     }
 
     /// Throws ``DownloadError/Code/unsafeInput`` (through ``URLSafety/check(_:context:)``) or
     /// ``DownloadError/Code/invalidRequest`` for a request that must not reach the network.
-    public func validate() throws(DownloadError) {
+    package func validate() throws(DownloadError) {
         let text = url.absoluteString
         try URLSafety.check(url, context: "the URL")
         if let field = headers.firstInvalidField {
@@ -144,56 +144,56 @@ public struct TransferRequest: Sendable {
 }
 
 /// What a finished transfer produced.
-public struct TransferResult: Sendable {
+package struct TransferResult: Sendable {
     /// The status of the final response (after redirects).
-    public var status: Int
+    package var status: Int
     /// The URL of the final response, after redirects.
-    public var effectiveURL: URL
+    package var effectiveURL: URL
     /// The header fields of the final response.
-    public var headers: HTTPHeaders
+    package var headers: HTTPHeaders
     /// The bytes of the requested span now on disk, counting the ones kept from the checkpoint.
-    public var bytesWritten: Int64
+    package var bytesWritten: Int64
     /// The body bytes this attempt received over the network.
-    public var bytesReceived: Int64
+    package var bytesReceived: Int64
     /// The bytes kept from the checkpoint; zero when the transfer started over.
-    public var resumedFrom: Int64
+    package var resumedFrom: Int64
     /// Whether the server sent the whole resource again where a partial copy was on disk
     /// (its content changed, or it ignored the range), so the copy was replaced.
-    public var restarted: Bool
+    package var restarted: Bool
     /// The validator of the version now on disk.
-    public var validator: ResourceValidator?
+    package var validator: ResourceValidator?
     /// The complete length of the resource, from `Content-Range` or `Content-Length`, when known.
-    public var resourceLength: Int64?
+    package var resourceLength: Int64?
     /// Whether the server showed it serves byte ranges (`Accept-Ranges: bytes` or a `206`).
-    public var acceptsRanges: Bool
+    package var acceptsRanges: Bool
     /// The body, for ``TransferRequest/Destination/memory(limit:)``.
-    public var body: Data?
+    package var body: Data?
     /// The time from start to finish of this attempt.
-    public var duration: Duration
+    package var duration: Duration
 
     /// The state to resume from, were this span needed again.
-    public var checkpoint: TransferCheckpoint {
+    package var checkpoint: TransferCheckpoint {
         TransferCheckpoint(bytesWritten: bytesWritten, validator: validator)
     }
 }
 
 /// How far a transfer has come; delivered on the engine's thread, so handlers must return fast.
-public struct TransferProgress: Sendable, Hashable {
+package struct TransferProgress: Sendable, Hashable {
     /// The body bytes this attempt received.
-    public var bytesReceived: Int64
+    package var bytesReceived: Int64
     /// The bytes of the requested span on disk, counting the ones kept from the checkpoint.
-    public var bytesWritten: Int64
+    package var bytesWritten: Int64
     /// The bytes of the span taken so far: those on disk and those still in the engine's write
     /// buffer (what a progress display shows; ``bytesWritten`` is what a checkpoint may claim).
-    public var bytesTaken: Int64
+    package var bytesTaken: Int64
     /// The length of the requested span, once known.
-    public var totalBytes: Int64?
+    package var totalBytes: Int64?
     /// The validator of the version being written, once the response is known; with
     /// ``bytesWritten`` it is a checkpoint to resume from.
-    public var validator: ResourceValidator?
+    package var validator: ResourceValidator?
 
     /// Creates a progress value.
-    public init(
+    package init(
         bytesReceived: Int64, bytesWritten: Int64, bytesTaken: Int64? = nil, totalBytes: Int64?,
         validator: ResourceValidator? = nil
     ) {
@@ -205,40 +205,40 @@ public struct TransferProgress: Sendable, Hashable {
     }
 
     /// The bytes on disk and their validator, to resume from.
-    public var checkpoint: TransferCheckpoint {
+    package var checkpoint: TransferCheckpoint {
         TransferCheckpoint(bytesWritten: bytesWritten, validator: validator)
     }
 }
 
 /// A usable response, as ``TransferRequest/onResponse`` sees it before the body is written.
-public struct TransferResponse: Sendable {
+package struct TransferResponse: Sendable {
     /// The status (`200`, `206`).
-    public var status: Int
+    package var status: Int
     /// The URL of the response, after redirects, as text.
-    public var effectiveURLText: String
+    package var effectiveURLText: String
     /// The URL the request went to.
     var requestURL: URL
     /// The URL of the response, after redirects (parsed when asked for).
-    public var effectiveURL: URL { URL(string: effectiveURLText) ?? requestURL }
+    package var effectiveURL: URL { URL(string: effectiveURLText) ?? requestURL }
     /// The response's header fields.
-    public var headers: HTTPHeaders
+    package var headers: HTTPHeaders
     /// The validator of the version being sent.
-    public var validator: ResourceValidator?
+    package var validator: ResourceValidator?
     /// The complete length of the resource, when the server told it.
-    public var resourceLength: Int64?
+    package var resourceLength: Int64?
     /// The length of the requested span this transfer ends with, kept bytes included, when known.
-    public var spanLength: Int64?
+    package var spanLength: Int64?
     /// The bytes of the span kept from the checkpoint (zero when the body starts over).
-    public var resumedFrom: Int64
+    package var resumedFrom: Int64
     /// Whether the server showed it serves byte ranges (`Accept-Ranges: bytes` or a `206`).
-    public var acceptsRanges: Bool
+    package var acceptsRanges: Bool
     /// The round trip time of the connection as the kernel measured it, when it is known (TCP
     /// on Linux).
-    public var roundTripTime: Duration? = nil
+    package var roundTripTime: Duration? = nil
 }
 
 /// What ``TransferRequest/onResponse`` decides.
-public enum ResponseDecision: Sendable {
+package enum ResponseDecision: Sendable {
     /// Write the body where the request said.
     case proceed
     /// Write the body there instead (honoured only when nothing of the span was kept).
@@ -253,7 +253,7 @@ public enum ResponseDecision: Sendable {
 /// Positions count bytes of the transfer's span from its first byte. The engine takes body bytes
 /// only below ``end``; ``shrink(to:)`` moves the end down unless the transfer already has bytes
 /// past the new end, so whatever is given away is never also written by this transfer.
-public final class TransferBound: Sendable {
+package final class TransferBound: Sendable {
     private struct State {
         var end: Int64
         var taken: Int64 = 0
@@ -262,19 +262,19 @@ public final class TransferBound: Sendable {
     private let state: Locked<State>
 
     /// Creates a bound at `end` (unbounded by default).
-    public init(end: Int64 = .max) {
+    package init(end: Int64 = .max) {
         state = Locked(State(end: max(0, end)))
     }
 
     /// Where the transfer stops now.
-    public var end: Int64 { state.withLock { $0.end } }
+    package var end: Int64 { state.withLock { $0.end } }
 
     /// The bytes the transfer has taken so far (written or about to be).
-    public var taken: Int64 { state.withLock { $0.taken } }
+    package var taken: Int64 { state.withLock { $0.taken } }
 
     /// Moves the end to `newEnd` when the transfer has not taken bytes past it; returns whether
     /// it did. An end is only ever moved down.
-    public func shrink(to newEnd: Int64) -> Bool {
+    package func shrink(to newEnd: Int64) -> Bool {
         state.withLock { state in
             guard newEnd >= state.taken, newEnd < state.end else { return false }
             state.end = newEnd

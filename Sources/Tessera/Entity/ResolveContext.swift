@@ -150,7 +150,7 @@ public struct ProbeResult: Sendable {
     /// Whether byte ranges are served.
     public var acceptsRanges: Bool
     /// The version's validator.
-    public var validator: ResourceValidator?
+    package var validator: ResourceValidator?
     /// Every response header.
     public var headers: HTTPHeaders
 }

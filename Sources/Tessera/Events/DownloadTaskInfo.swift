@@ -65,7 +65,7 @@ public struct DownloadTaskInfo: Sendable, Equatable {
         /// Whether the file is complete and verified.
         public var isComplete: Bool
         /// What the output holds, as the manifest describes it (see ``MediaInfo``): what a
-        /// ``MediaMerger`` decides from.
+        /// `MediaMerger` decides from.
         public var media: MediaInfo? = nil
     }
 }

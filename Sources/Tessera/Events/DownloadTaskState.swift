@@ -87,7 +87,7 @@ public enum DownloadTaskState: Hashable, Sendable, Codable, CustomStringConverti
 }
 
 /// A task's state as a value that only moves along ``DownloadTaskState/transitions``.
-public struct DownloadTaskStateMachine: Hashable, Sendable {
+package struct DownloadTaskStateMachine: Hashable, Sendable {
     /// The current state.
     public private(set) var state: DownloadTaskState
 

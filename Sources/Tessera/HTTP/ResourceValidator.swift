@@ -4,31 +4,31 @@ import Foundation
 ///
 /// Resuming a partial download sends the validator in `If-Range`, so a server whose content
 /// changed answers with the whole new resource instead of splicing two versions.
-public struct ResourceValidator: Hashable, Sendable, Codable {
+package struct ResourceValidator: Hashable, Sendable, Codable {
     /// The entity tag exactly as the server sent it, quotes and weakness prefix included.
-    public var etag: String?
+    package var etag: String?
     /// The `Last-Modified` date exactly as the server sent it.
-    public var lastModified: String?
+    package var lastModified: String?
     /// Whether `Last-Modified` was at least one second older than the response's `Date`, which
     /// RFC 9110 §13.1.5 requires before a date may be used in `If-Range`.
-    public var lastModifiedIsStrong: Bool
+    package var lastModifiedIsStrong: Bool
 
     /// Creates a validator.
-    public init(etag: String? = nil, lastModified: String? = nil, lastModifiedIsStrong: Bool = true) {
+    package init(etag: String? = nil, lastModified: String? = nil, lastModifiedIsStrong: Bool = true) {
         self.etag = etag
         self.lastModified = lastModified
         self.lastModifiedIsStrong = lastModifiedIsStrong
     }
 
     /// Whether the entity tag is a strong one (no `W/` prefix).
-    public var hasStrongETag: Bool {
+    package var hasStrongETag: Bool {
         guard let etag else { return false }
         return !etag.hasPrefix("W/") && etag.hasPrefix("\"")
     }
 
     /// The value for an `If-Range` header: a strong entity tag, else a strong date, else `nil`
     /// (a weak validator must never be used for a range request).
-    public var ifRangeValue: String? {
+    package var ifRangeValue: String? {
         if hasStrongETag { return etag }
         if let lastModified, lastModifiedIsStrong { return lastModified }
         return nil
@@ -36,7 +36,7 @@ public struct ResourceValidator: Hashable, Sendable, Codable {
 
     /// Whether `other` names the same version, by strong comparison (RFC 9110 §8.8.3.2): equal
     /// strong entity tags, or, when neither side has one, equal dates.
-    public func matches(_ other: ResourceValidator) -> Bool {
+    package func matches(_ other: ResourceValidator) -> Bool {
         if hasStrongETag || other.hasStrongETag {
             return hasStrongETag && other.hasStrongETag && etag == other.etag
         }
@@ -46,14 +46,14 @@ public struct ResourceValidator: Hashable, Sendable, Codable {
 }
 
 /// The part of a transfer that is safely on disk, and what is needed to continue it later.
-public struct TransferCheckpoint: Hashable, Sendable, Codable {
+package struct TransferCheckpoint: Hashable, Sendable, Codable {
     /// How many bytes of the requested span (from its first byte) are written.
-    public var bytesWritten: Int64
+    package var bytesWritten: Int64
     /// The validator of the version those bytes belong to.
-    public var validator: ResourceValidator?
+    package var validator: ResourceValidator?
 
     /// Creates a checkpoint.
-    public init(bytesWritten: Int64, validator: ResourceValidator?) {
+    package init(bytesWritten: Int64, validator: ResourceValidator?) {
         self.bytesWritten = bytesWritten
         self.validator = validator
     }

@@ -1,7 +1,7 @@
 import Foundation
 
 /// The clock a live recording reads and waits on: the wall clock by default; tests run a
-/// stream and its recorder on one ``ScaledLiveClock`` to record a minute of media in seconds.
+/// stream and its recorder on one `ScaledLiveClock` to record a minute of media in seconds.
 ///
 /// The reload rules (RFC 8216 §6.3.4), DASH segment availability and the stall timeout are all
 /// measured on it; transfers keep their own (real) timeouts.
@@ -31,7 +31,7 @@ public struct SystemLiveClock: LiveClock {
 /// live origin and its recorder sharing one run ten times as fast, so a minute of segments is
 /// published and recorded in six seconds), optionally `offset` seconds away from it (a server
 /// whose clock is off, for `UTCTiming`).
-public struct ScaledLiveClock: LiveClock {
+package struct ScaledLiveClock: LiveClock {
     /// How many clock seconds pass per real second.
     public let rate: Double
     /// The clock's reading at ``realStart``.

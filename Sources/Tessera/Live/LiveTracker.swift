@@ -30,9 +30,9 @@ import Foundation
 /// - **Ending.** When the window is complete and every segment up to its end is dealt with;
 ///   when the recorded media reaches ``LiveRecordingPolicy/maxDuration``; when no new segment
 ///   appeared for ``LiveRecordingPolicy/stallTimeout(targetDuration:)``; or on ``stop()``.
-public struct LiveTracker: Sendable {
+package struct LiveTracker: Sendable {
     /// What to do next.
-    public enum Action: Sendable, Equatable {
+    package enum Action: Sendable, Equatable {
         /// Fetch this segment and append it to the output (its initialisation section first
         /// when that changed); report ``LiveTracker/recorded(_:at:)`` or
         /// ``LiveTracker/lost(_:at:)``.
@@ -50,18 +50,18 @@ public struct LiveTracker: Sendable {
 
     /// What the tracker remembers of the last segment dealt with, to continue after it (kept in
     /// the recording's durable record).
-    public struct Mark: Sendable, Hashable, Codable {
+    package struct Mark: Sendable, Hashable, Codable {
         /// Its key (its epoch's).
-        public var key: LiveSegmentKey
+        package var key: LiveSegmentKey
         /// Its start on the presentation timeline, when known.
-        public var start: Double?
+        package var start: Double?
         /// Its duration.
-        public var duration: Double
+        package var duration: Double
         /// How many media-sequence resets came before it.
-        public var epoch: Int
+        package var epoch: Int
 
         /// Creates a mark.
-        public init(key: LiveSegmentKey, start: Double?, duration: Double, epoch: Int = 0) {
+        package init(key: LiveSegmentKey, start: Double?, duration: Double, epoch: Int = 0) {
             self.key = key
             self.start = start
             self.duration = duration
@@ -70,23 +70,23 @@ public struct LiveTracker: Sendable {
     }
 
     /// The rules' parameters.
-    public let policy: LiveRecordingPolicy
+    package let policy: LiveRecordingPolicy
     /// The last segment dealt with (recorded or lost).
-    public private(set) var tail: Mark?
+    package private(set) var tail: Mark?
     /// Seconds of media recorded.
-    public private(set) var recordedSeconds: Double
+    package private(set) var recordedSeconds: Double
     /// Segments recorded.
-    public private(set) var recordedSegments: Int
+    package private(set) var recordedSegments: Int
     /// Gaps found so far, and their media.
-    public private(set) var gapCount: Int
+    package private(set) var gapCount: Int
     /// See ``gapCount``.
-    public private(set) var gapSeconds: Double
+    package private(set) var gapSeconds: Double
     /// Why the recording ended, once it has.
-    public private(set) var ending: LiveEnding?
+    package private(set) var ending: LiveEnding?
     /// The segments chosen and not dealt with yet, in order.
-    public private(set) var queue: [LiveSegment] = []
+    package private(set) var queue: [LiveSegment] = []
     /// The segment being fetched.
-    public private(set) var inFlight: LiveSegment?
+    package private(set) var inFlight: LiveSegment?
 
     private var epoch = 0
     private var joined: Bool
@@ -120,7 +120,7 @@ public struct LiveTracker: Sendable {
 
     /// A tracker for a new recording, or one that continues after `tail` (from the durable
     /// record of an earlier run) with what was recorded then.
-    public init(
+    package init(
         policy: LiveRecordingPolicy, continuingAfter tail: Mark? = nil, recordedSeconds: Double = 0, recordedSegments: Int = 0,
         gapCount: Int = 0, gapSeconds: Double = 0, recentURLs: [URL] = []
     ) {
@@ -136,18 +136,18 @@ public struct LiveTracker: Sendable {
     }
 
     /// The URLs of the segments recorded last (kept in the durable record).
-    public var recentlyRecordedURLs: [URL] { recentURLs }
+    package var recentlyRecordedURLs: [URL] { recentURLs }
 
     /// Segments the stream offers now that are not recorded yet: those queued, plus any the
     /// window said it left out.
-    public var segmentsBehindLiveEdge: Int { queue.count + (inFlight == nil ? 0 : 1) + availableAfterQueue }
+    package var segmentsBehindLiveEdge: Int { queue.count + (inFlight == nil ? 0 : 1) + availableAfterQueue }
 
     /// The target duration the last reload gave.
-    public var currentTargetDuration: Double { targetDuration }
+    package var currentTargetDuration: Double { targetDuration }
 
     /// Measures the join point in `targetDuration` (the longest of the outputs that join together,
     /// so a video and its audio start at the same moment) instead of this window's own.
-    public mutating func alignJoin(targetDuration: Double) {
+    package mutating func alignJoin(targetDuration: Double) {
         joinTargetDuration = targetDuration
     }
 
@@ -155,7 +155,7 @@ public struct LiveTracker: Sendable {
 
     /// What to do at `now`. Call it again after acting on the answer (a gap, a fetch or a
     /// reload started) until it says to wait or that the recording ended.
-    public mutating func next(now: Date) -> Action {
+    package mutating func next(now: Date) -> Action {
         if let ending { return .end(ending) }
         if !pendingGaps.isEmpty { return .gap(pendingGaps.removeFirst()) }
         if let maxDuration = policy.maxDuration, recordedSeconds >= maxDuration.secondsValue, inFlight == nil {
@@ -192,7 +192,7 @@ public struct LiveTracker: Sendable {
     }
 
     /// Ends the recording at the next decision: what is in flight may finish; nothing new starts.
-    public mutating func stop() {
+    package mutating func stop() {
         if ending == nil { ending = .stopped }
     }
 
@@ -205,7 +205,7 @@ public struct LiveTracker: Sendable {
     // MARK: - What happened
 
     /// A reload that started at `startedAt` showed `window`.
-    public mutating func reloaded(_ window: LiveWindow, startedAt: Date, now: Date) {
+    package mutating func reloaded(_ window: LiveWindow, startedAt: Date, now: Date) {
         reloading = false
         reloadFailures = 0
         hasReloaded = true
@@ -241,7 +241,7 @@ public struct LiveTracker: Sendable {
 
     /// A reload that started at `startedAt` failed; it is tried again after half a target
     /// duration (the stall timeout ends a stream whose manifest stays away).
-    public mutating func reloadFailed(startedAt: Date, now: Date) {
+    package mutating func reloadFailed(startedAt: Date, now: Date) {
         reloading = false
         reloadFailures += 1
         if lastNewSegmentAt == nil { lastNewSegmentAt = startedAt }
@@ -249,7 +249,7 @@ public struct LiveTracker: Sendable {
     }
 
     /// The segment fetched last was appended to the output.
-    public mutating func recorded(_ segment: LiveSegment, at now: Date) {
+    package mutating func recorded(_ segment: LiveSegment, at now: Date) {
         guard inFlight?.key == segment.key else { return }
         inFlight = nil
         tail = Mark(key: segment.key, start: segment.start, duration: segment.duration, epoch: epoch)
@@ -267,7 +267,7 @@ public struct LiveTracker: Sendable {
 
     /// The segment fetched last could not be had (gone from the server, or its retries spent):
     /// a gap of its duration.
-    public mutating func lost(_ segment: LiveSegment, at now: Date) {
+    package mutating func lost(_ segment: LiveSegment, at now: Date) {
         guard inFlight?.key == segment.key else { return }
         inFlight = nil
         noteGap(

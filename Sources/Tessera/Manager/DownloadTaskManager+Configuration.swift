@@ -66,7 +66,7 @@ extension DownloadTaskManager {
         public var live = LiveRecordingPolicy()
         /// Who may write the tasks' journals and files under ``downloadRoot`` when other
         /// processes share it (a fleet's leases); `nil` (the default): this manager alone.
-        public var writeFence: (any TaskWriteFence)?
+        package var writeFence: (any TaskWriteFence)?
         /// Where to log.
         public var logger = Logger(label: "tessera.manager")
 

@@ -45,46 +45,43 @@ public actor DownloadTaskManager {
     nonisolated let diskGate: DiskGate?
     nonisolated let executor: BlockingExecutor
     /// What every run of this manager shares.
-    private nonisolated let services: RunServices
+    nonisolated let services: RunServices
     /// Runs whose mailboxes have something: taken in batches (one hop to the actor per batch).
-    private nonisolated let inbox = EventQueue<RunTicket>()
+    nonisolated let inbox = EventQueue<RunTicket>()
     /// Merges completed tasks' files (``Configuration/merging``).
     nonisolated let merger: TaskMerger?
 
-    private var scheduler: Scheduler
-    private var tasks: [DownloadTaskID: ManagedTask] = [:]
+    var scheduler: Scheduler
+    var tasks: [DownloadTaskID: ManagedTask] = [:]
     /// The same tasks by handle: what the scheduler and the runs name them by.
-    private var byHandle: [TaskHandle: ManagedTask] = [:]
-    private var nextHandle = 0
+    var byHandle: [TaskHandle: ManagedTask] = [:]
+    var nextHandle = 0
     /// Every task, in the order it was added (removed ones are skipped lazily).
-    private var addedOrder: [ManagedTask] = []
-    private var groups: [String: GroupEntry] = [:]
-    private var nextSequence = 0
+    var addedOrder: [ManagedTask] = []
+    var groups = TaskGroups()
+    var nextSequence = 0
     /// Output paths, by the task that owns them (runs claim the names responses give themselves).
     nonisolated let claims = OutputClaims()
-    /// What the store has not been told yet, in order (written once per tick); the index of
-    /// each task's last change, so a change that only updates it merges into that one.
-    private var unsaved: [StoreChange] = []
-    private var lastUnsaved: [DownloadTaskID: Int] = [:]
-    /// The groups to tell subscribers about at the next tick, each with the children whose
-    /// snapshot changed (their part of the group's tally is counted again).
-    private var dirtyGroups: [String: Set<DownloadTaskID>] = [:]
-    private var started = false
-    private var isShutDown = false
+    /// What the store has not been told yet (written once per tick).
+    var unsaved = PendingStoreChanges()
+    var started = false
+    var isShutDown = false
     /// Tasks the manager owns besides runs: the inbox, the ticker, watchers, probes, timers, deletions.
-    private var owned: [UUID: Task<Void, Never>] = [:]
-    private var ticker: Task<Void, Never>?
+    var owned: [UUID: Task<Void, Never>] = [:]
+    var ticker: Task<Void, Never>?
     /// Applies what runs post, in order; at shutdown it ends after the last run's last word.
-    private var inboxDrain: Task<Void, Never>?
-    private var prober: Task<Void, Never>?
-    private var lastStoreWrite: Task<Void, Never>?
+    var inboxDrain: Task<Void, Never>?
+    var prober: Task<Void, Never>?
+    var lastStoreWrite: Task<Void, Never>?
     /// Pending deletions of removed tasks' files, by task.
-    private var deletions: [DownloadTaskID: Task<Void, Never>] = [:]
-    private var bytesSinceDiskCheck: Int64 = 0
+    var deletions: [DownloadTaskID: Task<Void, Never>] = [:]
+    var bytesSinceDiskCheck: Int64 = 0
     /// Numbers the free-space checks: one that another started after has a newer reading, and
     /// an older reading must not undo it (the actor runs other work while a check measures).
-    private var diskCheckNumber = 0
-    private var lastFreeBytes: Int64?
+    var diskCheckNumber = 0
+    var lastFreeBytes: Int64?
+    /// When progress was last told (``Configuration/progressInterval``).
+    var lastProgressEmit = ContinuousClock.now
 
     /// Creates a manager. Nothing runs until an operation starts a task.
     public init(
@@ -191,7 +188,7 @@ public actor DownloadTaskManager {
 
     /// Whether the known task `id` completed in download mode and one of its outputs is not on
     /// disk with its size (checked off the actor).
-    private func outputsAreMissing(_ id: DownloadTaskID) async -> Bool {
+    func outputsAreMissing(_ id: DownloadTaskID) async -> Bool {
         guard let task = tasks[id], task.mode == .download, state(of: task) == .completed else { return false }
         if let replacement = task.replacement {
             // Merged into one file: the task is done while that file is there.
@@ -222,7 +219,7 @@ public actor DownloadTaskManager {
     }
 
     /// Records that a completed task's outputs were replaced by one file made from them (a
-    /// merge, see ``MediaMerger``): the task stays completed while `path` is there with `size`
+    /// merge, see `MediaMerger`): the task stays completed while `path` is there with `size`
     /// bytes, its snapshot lists that file as its only output, and starting it again fetches
     /// nothing. When the file is gone, starting the task fetches its outputs again. The record
     /// is in the store when this returns, also after ``shutdown()`` (a merge runs after the
@@ -350,7 +347,7 @@ public actor DownloadTaskManager {
         return check(started.id) ?? settled
     }
 
-    private static func isSettled(_ state: DownloadTaskState) -> Bool {
+    static func isSettled(_ state: DownloadTaskState) -> Bool {
         state.isFinal || state == .paused
     }
 
@@ -372,7 +369,7 @@ public actor DownloadTaskManager {
 
     /// Snapshots of every group, by key.
     public func checkAllGroups() -> [DownloadGroupInfo] {
-        groups.keys.sorted().compactMap(groupInfo)
+        groups.keys.compactMap(groupInfo)
     }
 
     /// Queues every task that is paused, failed, invalid or idle.
@@ -473,7 +470,7 @@ public actor DownloadTaskManager {
 
     // MARK: - Adding
 
-    private func add(_ entity: DownloadBaseEntity, mode: DownloadTaskMode, start: Bool, redo: Bool = false) throws(DownloadError)
+    func add(_ entity: DownloadBaseEntity, mode: DownloadTaskMode, start: Bool, redo: Bool = false) throws(DownloadError)
         -> DownloadTaskInfo
     {
         guard !isShutDown else { throw DownloadError(.invalidState, "the manager has been shut down") }
@@ -518,17 +515,17 @@ public actor DownloadTaskManager {
 
     // MARK: - Applying the scheduler's actions
 
-    private func newHandle() -> TaskHandle {
+    func newHandle() -> TaskHandle {
         nextHandle += 1
         return TaskHandle(nextHandle)
     }
 
-    private func command(_ event: Scheduler.Event) {
+    func command(_ event: Scheduler.Event) {
         _ = scheduler.beginCommand()
         apply(scheduler.handle(event))
     }
 
-    private func apply(_ actions: [Scheduler.Action]) {
+    func apply(_ actions: [Scheduler.Action]) {
         for action in actions {
             switch action {
             case .launch(let handle, let generation):
@@ -579,7 +576,7 @@ public actor DownloadTaskManager {
         }
     }
 
-    private func launch(_ handle: TaskHandle, generation: Int) {
+    func launch(_ handle: TaskHandle, generation: Int) {
         // After the shutdown a task the scheduler launches stays as the store has it (waiting or
         // resolving: resumed next time).
         guard let task = byHandle[handle], !isShutDown else { return }
@@ -607,789 +604,5 @@ public actor DownloadTaskManager {
                 await run.run()
             })
         ensureTicker()
-    }
-
-    // MARK: - What runs ask
-
-    /// Waits until the files of a removed task with the same identity are gone; whether the run
-    /// may still start.
-    func runMayStart(_ ticket: RunTicket) async -> Bool {
-        if let id = byHandle[ticket.handle]?.id, let deletion = deletions[id] { await deletion.value }
-        return current(ticket) != nil
-    }
-
-    /// A run has its manifest (`resolved` when freshly resolved): its outputs get their names,
-    /// the task keeps it. Returns the named manifest and whether its content differs from the
-    /// one the bytes on disk belong to, or `nil` when the task moved on.
-    func runHasManifest(
-        _ ticket: RunTicket, _ manifest: DownloadManifest, resolved: Bool, demand: [String: Int]?, cap: Int? = nil
-    ) async -> (DownloadManifest, Bool)? {
-        guard let task = current(ticket) else { return nil }
-        if resolved { task.resolveCount += 1 }
-        let previous = task.manifest
-        let named = resolved ? assignOutputNames(task, manifest) : manifest
-        let changed = previous.map { !$0.hasSameSegments(as: named) } ?? false
-        task.setManifest(named, layout: layout)
-        save(.update(taskRecord(task, state: state(of: task))))
-        if resolved, named.outputs.contains(where: { !$0.isNamedByResponse && ($0.isSelected || task.mode == .cacheOnly) }) {
-            // The names given to the outputs reach the store before any byte reaches their
-            // files: after a kill, the same files are found again under the same names.
-            await writeUnsaved()
-            guard current(ticket) != nil else { return nil }
-        }
-        // The first slots are granted before the run hears back: they wait in its events.
-        if let demand {
-            // (A cap first: no slot beyond it is granted, not even for a moment.)
-            if let cap { apply(scheduler.handle(.cap(ticket.handle, generation: ticket.generation, slots: cap))) }
-            apply(scheduler.handle(.resolved(ticket.handle, generation: ticket.generation, demand: demand)))
-        }
-        return (named, changed)
-    }
-
-    /// A run named output `index` `name` (claimed in ``claims``; `original` is the name it was
-    /// made from): the task's manifest (and a plain download's title) says so from now on.
-    private func runNamedOutput(_ ticket: RunTicket, output index: Int, name: String, original: String) {
-        guard let task = current(ticket), var manifest = task.manifest, index < manifest.outputs.count,
-            name != manifest.outputs[index].name
-        else { return }
-        let key = "tessera.originalName.\(index)"
-        manifest.metadata[key] = name != original ? original : nil
-        let previous = manifest.outputs[index].name
-        manifest.outputs[index].name = name
-        // A plain download's title is its file's name; a manifest of several outputs keeps its own.
-        if manifest.outputs.count == 1, manifest.title == nil || manifest.title == task.entity.title || manifest.title == previous {
-            manifest.title = name
-        }
-        task.setManifest(manifest, layout: layout)
-        save(.update(taskRecord(task, state: state(of: task))))
-    }
-
-    private func current(_ ticket: RunTicket) -> ManagedTask? {
-        guard let task = byHandle[ticket.handle], task.run?.ticket == ticket, scheduler.generation(of: ticket.handle) == ticket.generation
-        else { return nil }
-        return task
-    }
-
-    /// Takes what runs posted (slot counts, reports) and applies it, run by run in the order
-    /// they posted first.
-    private func drain(_ tickets: [RunTicket]) {
-        for ticket in tickets { drain(ticket) }
-    }
-
-    private func drain(_ ticket: RunTicket) {
-        guard let task = byHandle[ticket.handle], let run = task.run, run.ticket == ticket else { return }
-        for item in run.mailbox.take() {
-            switch item {
-            case .counts(let counts):
-                for (host, count) in counts.demand {
-                    apply(scheduler.handle(.demand(ticket.handle, generation: ticket.generation, host: host, count: count)))
-                }
-                let hosts = Set(counts.returned.keys).union(counts.withdrawn.keys)
-                for host in hosts.sorted() {
-                    apply(scheduler.handle(.returned(
-                        ticket.handle, generation: ticket.generation, host: host, count: counts.returned[host] ?? 0,
-                        withdrawn: counts.withdrawn[host] ?? 0)))
-                }
-            case .report(let report):
-                handle(report, from: ticket, task: task)
-            }
-        }
-    }
-
-    private func handle(_ report: RunReport, from ticket: RunTicket, task: ManagedTask) {
-        switch report {
-        case .downloading(let demand, let cap):
-            if let cap { apply(scheduler.handle(.cap(ticket.handle, generation: ticket.generation, slots: cap))) }
-            apply(scheduler.handle(.resolved(ticket.handle, generation: ticket.generation, demand: demand)))
-        case .cap(let slots):
-            apply(scheduler.handle(.cap(ticket.handle, generation: ticket.generation, slots: slots)))
-        case .named(let output, let name, let original):
-            runNamedOutput(ticket, output: output, name: name, original: original)
-        case .retrying(let error):
-            guard scheduler.generation(of: ticket.handle) == ticket.generation else { return }
-            task.lastError = error
-            hub.emit(.taskError(task.id, error, willRetry: true))
-        case .reResolving(let error):
-            guard scheduler.generation(of: ticket.handle) == ticket.generation else { return }
-            task.lastError = error
-            hub.emit(.taskError(task.id, error, willRetry: true))
-            apply(scheduler.handle(.reResolving(ticket.handle, generation: ticket.generation)))
-        case .ended(let ending, let error):
-            // (The drain has checked that this run is still the task's.)
-            // What the run counted stays as the task's summary; its counters go with it (a list
-            // of 100,000 finished tasks keeps one snapshot each).
-            task.summary = task.progress?.snapshot ?? task.summary
-            task.progress = nil
-            let current = state(of: task)
-            guard scheduler.generation(of: ticket.handle) == ticket.generation, current.isRunning,
-                !(isShutDown && ending == .stopped)
-            else {
-                // Stopped by a command (the state stays as it set it), or cut by the shutdown
-                // (resumed next time): the store learns what the run kept by its end.
-                task.run = nil
-                if current != .removed { save(.update(taskRecord(task, state: current))) }
-                return
-            }
-            if let error {
-                task.lastError = error
-                let waits = ending == .diskFull || { if case .networkLost = ending { return true } else { return false } }()
-                hub.emit(.taskError(task.id, error, willRetry: waits))
-            }
-            if ending == .completed { task.completed = true }
-            // The run is over: what it held goes (its progress stays for snapshots).
-            task.run = nil
-            apply(scheduler.handle(.ended(ticket.handle, generation: ticket.generation, ending)))
-        }
-    }
-
-    // MARK: - Output names
-
-    /// Gives a new manifest's outputs places no other task's output and no existing file holds,
-    /// by inserting `.1`, `.2`, … before the extension (as aria2c does); names given to the
-    /// same outputs before are kept, so a re-resolve finds its files again.
-    /// Names an output by the template (the name the server gives no longer matters). A name the
-    /// template cannot make (fields that leave nothing) keeps the plugin's, with a warning.
-    private func templateName(_ index: Int, of manifest: inout DownloadManifest, for task: ManagedTask, by template: OutputNameTemplate) {
-        let entity = task.entity
-        let values = OutputNameTemplate.Values(
-            manifest: manifest, index: index, type: type(of: entity).entityType, key: entity.entityKey, title: entity.title)
-        do {
-            manifest.outputs[index].name = try template.name(values)
-            manifest.outputs[index].isNamedByResponse = false
-        } catch {
-            configuration.logger.warning("the output template gives no name for an output: the plugin's is kept", metadata: [
-                "task": "\(task.id)", "error": "\(error.message)",
-            ])
-        }
-    }
-
-    private func assignOutputNames(_ task: ManagedTask, _ fresh: DownloadManifest) -> DownloadManifest {
-        var manifest = fresh
-        let previous = task.manifest
-        releaseClaims(of: task)
-        // The names given to this manifest's outputs so far: a template can give two the same.
-        var assigned = Set<String>()
-        for index in manifest.outputs.indices {
-            if let template = configuration.outputNameTemplate, task.mode == .download, manifest.outputs[index].isSelected {
-                templateName(index, of: &manifest, for: task, by: template)
-            }
-            let original = manifest.outputs[index].name
-            let key = "tessera.originalName.\(index)"
-            if let previous, index < previous.outputs.count {
-                let earlierOriginal = previous.metadata[key] ?? previous.outputs[index].name
-                if earlierOriginal == original || (manifest.outputs[index].isNamedByResponse && previous.outputs[index].isNamedByResponse) {
-                    manifest.outputs[index].name = previous.outputs[index].name
-                    if manifest.outputs[index].name != original { manifest.metadata[key] = earlierOriginal }
-                    assigned.insert(manifest.outputs[index].name)
-                    continue
-                }
-            }
-            guard manifest.outputs[index].isSelected || task.mode == .cacheOnly else { continue }
-            var candidate = original
-            var number = 0
-            while assigned.contains(candidate) || isTaken(candidate, output: manifest.outputs[index], by: task) {
-                number += 1
-                candidate = OutputClaims.numbered(original, number)
-            }
-            assigned.insert(candidate)
-            if candidate != original {
-                manifest.outputs[index].name = candidate
-                manifest.metadata[key] = original
-            }
-        }
-        claim(manifest, for: task)
-        return manifest
-    }
-
-    private func isTaken(_ name: String, output: DownloadOutput, by task: ManagedTask) -> Bool {
-        var renamed = output
-        renamed.name = name
-        let path = layout.outputPath(entity: task.entity, output: renamed)
-        if let owner = claims.holder(of: path), owner != task.id { return true }
-        // An output named by the server is named (and checked against the disk) when finished.
-        if output.isNamedByResponse { return false }
-        return FileOperations.exists(path) || FileOperations.exists(FileLayout.partPath(path))
-    }
-
-    private func claim(_ manifest: DownloadManifest, for task: ManagedTask) {
-        for output in manifest.outputs where output.isSelected || task.mode == .cacheOnly {
-            claims.claim(layout.outputPath(entity: task.entity, output: output), for: task.id)
-        }
-    }
-
-    private func releaseClaims(of task: ManagedTask) {
-        for output in task.manifest?.outputs ?? [] {
-            claims.release(layout.outputPath(entity: task.entity, output: output), of: task.id)
-        }
-    }
-
-    // MARK: - State, snapshots, groups
-
-    private func state(of task: ManagedTask) -> DownloadTaskState {
-        scheduler.state(of: task.handle) ?? .removed
-    }
-
-    /// The tasks in the order they were added.
-    private var liveTasks: [ManagedTask] {
-        if addedOrder.count > tasks.count * 2 { addedOrder.removeAll(where: \.isRemoved) }
-        return addedOrder.filter { !$0.isRemoved }
-    }
-
-    func info(_ task: ManagedTask, state explicit: DownloadTaskState? = nil) -> DownloadTaskInfo {
-        let state = explicit ?? self.state(of: task)
-        let snapshot = task.progress?.snapshot ?? task.summary
-        let (done, total, isEstimate) = task.amounts(snapshot, state: state)
-        let remaining = total.map { max(0, $0 - done) }
-        let isLive = task.manifest?.isLive == true
-        return DownloadTaskInfo(
-            id: task.id, title: task.manifest?.title ?? task.entity.title, groupKey: task.groupKey, state: state,
-            mode: task.mode, bytesDone: done, bytesTotal: total,
-            bytesTotalIsEstimate: isEstimate, segmentsDone: snapshot.doneSegments,
-            segmentsTotal: snapshot.segmentCount, bytesPerSecond: state.isRunning ? task.speed.bytesPerSecond : 0,
-            eta: state.isRunning ? task.speed.eta(remaining: remaining) : nil,
-            outputs: task.outputInfos(complete: state == .completed), error: task.lastError,
-            resolveCount: task.resolveCount, weight: scheduler.weight(of: task.handle),
-            outputsAreAlternatives: task.manifest?.selectsAlternatives ?? false,
-            live: isLive ? snapshot.live ?? LiveRecordingInfo() : nil)
-    }
-
-    private func taskRecord(_ task: ManagedTask, state: DownloadTaskState) -> TaskRecord {
-        let snapshot = task.progress?.snapshot ?? task.summary
-        return TaskRecord(
-            id: task.id, state: state, mode: task.mode, weight: scheduler.weight(of: task.handle),
-            sequence: task.sequence, resolveCount: task.resolveCount, lastError: task.lastError.map(StoredError.init),
-            manifest: task.manifest, manifestRevision: task.manifestRevision, addedAt: task.addedAt,
-            bytesDone: snapshot.bytes, segmentsDone: snapshot.doneSegments, bytesTotal: task.exactTotal(snapshot))
-    }
-
-    private func joinGroup(_ task: ManagedTask) {
-        guard let key = task.groupKey else { return }
-        if groups[key] == nil {
-            groups[key] = GroupEntry(group: type(of: task.entity).groupType.init(key: key))
-        }
-        groups[key]?.children.insert(task.id)
-        markGroupChild(task)
-    }
-
-    /// Notes that a child's snapshot changed: its group's tally counts it again at the next tick.
-    private func markGroupChild(_ task: ManagedTask) {
-        guard let key = task.groupKey else { return }
-        dirtyGroups[key, default: []].insert(task.id)
-    }
-
-    private func leaveGroup(_ task: ManagedTask) {
-        guard let key = task.groupKey, var entry = groups[key] else { return }
-        entry.children.remove(task.id)
-        if let counted = entry.counted.removeValue(forKey: task.id) { entry.tally.remove(counted) }
-        groups[key] = entry.children.isEmpty ? nil : entry
-        dirtyGroups[key, default: []].remove(task.id)
-        ensureTicker()
-    }
-
-    /// A group with every child's snapshot (queries; O(children)).
-    private func groupInfo(_ key: String) -> DownloadGroupInfo? {
-        guard let entry = groups[key] else { return nil }
-        let children = entry.children.compactMap { tasks[$0] }.sorted { $0.sequence < $1.sequence }.map { info($0) }
-        let needsChildren = type(of: entry.group).needsChildren
-        return DownloadGroupInfo(
-            key: key, groupType: type(of: entry.group).groupType, title: entry.group.title(children: needsChildren ? children : []),
-            rollUp: entry.group.rollUp(children: children), childCount: children.count, children: children)
-    }
-
-    /// A group for an event: from its tally, without its children unless its class needs them.
-    private func groupUpdate(_ key: String) -> DownloadGroupInfo? {
-        guard let entry = groups[key] else { return nil }
-        guard !type(of: entry.group).needsChildren else { return groupInfo(key) }
-        return DownloadGroupInfo(
-            key: key, groupType: type(of: entry.group).groupType, title: entry.group.title(children: []),
-            rollUp: entry.group.rollUp(tally: entry.tally), childCount: entry.children.count, children: [])
-    }
-
-    /// Counts the changed children of the dirty groups again.
-    private func refreshTallies() {
-        for (key, ids) in dirtyGroups {
-            guard var entry = groups[key] else { continue }
-            groups[key] = nil  // (no copy of the entry while it changes)
-            for id in ids where entry.children.contains(id) {
-                guard let task = tasks[id] else { continue }
-                let counted = DownloadGroupTally.Entry(info(task))
-                if let old = entry.counted.updateValue(counted, forKey: id) { entry.tally.remove(old) }
-                entry.tally.add(counted)
-            }
-            groups[key] = entry
-        }
-    }
-
-    // MARK: - The tick: progress, store, journals, groups, disk
-
-    private func ensureTicker() {
-        guard ticker == nil, !isShutDown else { return }
-        let interval = configuration.progressInterval
-        ticker = Task { [weak self] in
-            while !Task.isCancelled {
-                try? await Task.sleep(for: min(interval, self?.configuration.storeInterval ?? interval))
-                // Cancelled by the shutdown, which does a tick's work itself.
-                guard !Task.isCancelled, let self, await self.tick() else { return }
-            }
-        }
-    }
-
-    private var lastProgressEmit = ContinuousClock.now
-
-    /// Tells subscribers about the groups whose children changed since the last time.
-    private func emitGroupChanges() {
-        refreshTallies()
-        if hub.hasSubscribers {
-            for key in dirtyGroups.keys.sorted() {
-                if let group = groupUpdate(key) { hub.emit(.groupUpdated(group)) } else { hub.emit(.groupRemoved(key: key)) }
-            }
-        }
-        dirtyGroups.removeAll()
-    }
-
-    /// Samples speeds, emits progress and group changes, commits journals, writes the store.
-    /// Returns whether to go on.
-    private func tick() async -> Bool {
-        let now = ContinuousClock.now
-        let emitProgress = now - lastProgressEmit >= configuration.progressInterval
-        if emitProgress { lastProgressEmit = now }
-        var written: Int64 = 0
-        var journals: [TaskJournal] = []
-        for handle in scheduler.running {
-            guard let task = byHandle[handle], let progress = task.progress else { continue }
-            let snapshot = progress.snapshot
-            written += max(0, snapshot.bytes - task.lastSampledBytes)
-            if snapshot.bytes != task.lastSampledBytes { save(.update(taskRecord(task, state: state(of: task)))) }
-            task.lastSampledBytes = snapshot.bytes
-            if let journal = task.journal, journal.isDirty { journals.append(journal) }
-            task.speed.sample(bytes: snapshot.bytes, at: now, epoch: snapshot.epoch)
-            guard emitProgress else { continue }
-            // A running child's bytes and speed change its group's tally (a few per tick: the
-            // running ones, never every sibling).
-            markGroupChild(task)
-            guard snapshot.bytes != task.lastReportedBytes, hub.hasSubscribers else { continue }
-            task.lastReportedBytes = snapshot.bytes
-            hub.emit(.taskProgress(info(task)))
-        }
-        emitGroupChanges()
-        if !journals.isEmpty {
-            let dirty = journals
-            executor.submit { for journal in dirty { journal.commit() } }
-        }
-        bytesSinceDiskCheck += written
-        if let lastFreeBytes, let policy = configuration.diskSpace, bytesSinceDiskCheck * 2 >= lastFreeBytes - policy.stopBytes {
-            // Writing fast towards the limit: look again now, not at the next interval.
-            await checkDiskSpaceNow()
-        }
-        await writeUnsaved()
-        if scheduler.running.isEmpty, unsaved.isEmpty, dirtyGroups.isEmpty {
-            ticker = nil
-            return false
-        }
-        return true
-    }
-
-    private func save(_ change: StoreChange) {
-        let id = change.taskID
-        if case .update = change, let index = lastUnsaved[id], let merged = unsaved[index].merged(with: change) {
-            unsaved[index] = merged
-        } else {
-            lastUnsaved[id] = unsaved.count
-            unsaved.append(change)
-        }
-        ensureTicker()
-    }
-
-    /// Writes every change not in the store yet, in one batch, after the batches before it;
-    /// returns when it is written. A write is never cancelled half-way (whoever waits for it
-    /// may be): batches are chained in a task of their own.
-    private func writeUnsaved() async {
-        if !unsaved.isEmpty {
-            // (Not keeping the capacity: the batch still holds the buffer, so a kept capacity
-            // would be a new buffer as large as the largest batch ever, at every write.)
-            let batch = unsaved
-            unsaved = []
-            lastUnsaved = [:]
-            let previous = lastStoreWrite, store = self.store, hub = self.hub, logger = configuration.logger
-            lastStoreWrite = Task {
-                await previous?.value
-                do {
-                    try await store.apply(batch)
-                } catch {
-                    let failure = error as? DownloadError ?? DownloadError(.storeFailure, "\(error)")
-                    logger.error("store write failed: \(failure)")
-                    hub.emit(notice: DownloadNotice(kind: .storeFailure, message: "the store could not be written: \(failure.message)"))
-                }
-            }
-        }
-        await lastStoreWrite?.value
-    }
-
-    // MARK: - Environment
-
-    private func startOnce() {
-        guard !started else { return }
-        started = true
-        let inbox = self.inbox
-        inboxDrain = Task { [weak self] in
-            while let tickets = await inbox.take() {
-                guard let self else { return }
-                await self.drain(tickets)
-            }
-        }
-        if let policy = configuration.diskSpace {
-            let interval = policy.checkInterval
-            own { [weak self] in
-                // The manager is held only while it checks, not through the sleep: one let go
-                // without shutdown() is freed (see deinit).
-                while !Task.isCancelled {
-                    guard await self?.checkDiskSpaceNow() != nil else { return }
-                    try? await Task.sleep(for: interval)
-                }
-            }
-        }
-        if let monitor = configuration.networkMonitor {
-            let updates = monitor.statusUpdates()
-            own { [weak self] in
-                for await status in updates {
-                    guard let self else { return }
-                    await self.networkChanged(status)
-                }
-            }
-        }
-    }
-
-    /// Checks free space now: warns when low, interrupts running tasks when critical, resumes
-    /// the ones it interrupted when space is back above the warning threshold.
-    public func checkDiskSpace() async {
-        await checkDiskSpaceNow()
-    }
-
-    private func checkDiskSpaceNow() async {
-        guard let diskGate else { return }
-        diskCheckNumber += 1
-        let number = diskCheckNumber
-        let previous = scheduler.disk
-        let (level, free) = await executor.run { diskGate.level(after: previous) }
-        // A check started meanwhile measured later: this reading is stale (applied, a reading
-        // of a full disk taken before the space came back would stop the resumed tasks again).
-        guard number == diskCheckNumber else { return }
-        lastFreeBytes = free
-        bytesSinceDiskCheck = 0
-        diskGate.noteLevel(level)
-        guard level != scheduler.disk else { return }
-        if level != .critical { diskGate.clearFull() }
-        let freeText = free.map { "\($0 / 1_000_000) MB free" } ?? "free space unknown"
-        apply(scheduler.handle(.diskLevel(level, free: freeText)))
-    }
-
-    private func networkChanged(_ status: NetworkStatus) {
-        apply(scheduler.handle(.network(status)))
-    }
-
-    private func networkWaitExpired(_ handle: TaskHandle, wait: Int, after limit: Duration) {
-        guard !isShutDown, let task = byHandle[handle], scheduler.entry(handle)?.networkWaits == wait, state(of: task) == .interrupted(.network)
-        else { return }
-        let last = task.lastError ?? DownloadError(.networkUnreachable, "the host could not be reached")
-        var error = last
-        error.message = "\(last.message) (gave up after waiting \(limit) for the host)"
-        task.lastError = error
-        hub.emit(.taskError(task.id, error, willRetry: false))
-        apply(scheduler.handle(.networkWaitExpired(handle, wait: wait)))
-    }
-
-    /// While tasks wait for the network, probes their hosts with backoff (a monitor may not
-    /// see a server's own network coming back); a host that answers anything resumes its tasks.
-    private func startProber() {
-        guard prober == nil, !isShutDown else { return }
-        let backoff = configuration.networkProbeBackoff
-        prober = Task { [weak self] in
-            var delay = backoff.initial
-            while !Task.isCancelled {
-                try? await Task.sleep(for: delay)
-                guard let self, let hosts = await self.hostsToProbe() else { return }
-                var reached = false
-                for host in hosts where await self.probe(host) {
-                    await self.hostReachable(host)
-                    reached = true
-                }
-                delay = reached ? backoff.initial : min(delay * 2, backoff.maximum)
-            }
-        }
-    }
-
-    /// The hosts to probe; `nil` ends the prober (no task waits any more).
-    private func hostsToProbe() -> [String]? {
-        guard scheduler.anyWaitsForNetwork, !isShutDown else {
-            prober = nil
-            return nil
-        }
-        return scheduler.network.isOnline ? scheduler.hostsToProbe : []
-    }
-
-    private nonisolated func probe(_ host: String) async -> Bool {
-        guard let url = URL(string: "http://\(host)/") else { return false }
-        let request = TransferRequest(url: url, method: .head, destination: .discard, timeout: .seconds(10))
-        do {
-            _ = try await engine.transfer(request)
-            return true
-        } catch let error as DownloadError {
-            // Any answer, even an error status, means the host is reachable again.
-            return !error.isConnectivity && error.code != .timeout
-        } catch {
-            return false
-        }
-    }
-
-    private func hostReachable(_ host: String) {
-        apply(scheduler.handle(.hostReachable(host)))
-    }
-
-    /// Runs `body` as a task the manager owns (``shutdown()`` cancels and awaits it).
-    @discardableResult
-    private func own(_ body: @escaping @Sendable () async -> Void) -> Task<Void, Never> {
-        let key = UUID()
-        let task = Task { [weak self] in
-            await body()
-            await self?.disown(key)
-        }
-        owned[key] = task
-        return task
-    }
-
-    private func finishDeletion(_ id: DownloadTaskID) {
-        deletions[id] = nil
-    }
-
-    private func disown(_ key: UUID) {
-        owned[key] = nil
-    }
-
-    // MARK: - Restore
-
-    /// What ``DownloadTaskManager/restore(resuming:)`` did.
-    public struct RestoreReport: Sendable {
-        /// The tasks now known to the manager, in their restored states.
-        public var restored: [DownloadTaskInfo]
-        /// Stored tasks that could not be rebuilt (their entity type is not registered, their
-        /// payload no longer decodes); they stay in the store, untouched.
-        public var skipped: [(id: DownloadTaskID, error: DownloadError)]
-    }
-
-    /// Loads every task of the store and picks up where the last process left off: tasks that
-    /// were waiting, resolving, downloading or interrupted are queued again and continue from
-    /// what their journals say is on disk (or, with `resuming` false, wait paused for a command,
-    /// as a command line that runs only what it is asked for wants); paused, completed, failed
-    /// and invalid tasks stay so. Entities are rebuilt through the registry. Call it once,
-    /// before other operations.
-    @discardableResult
-    public func restore(resuming: Bool = true) async throws(DownloadError) -> RestoreReport {
-        let stored: [StoredTask]
-        do {
-            stored = try await store.loadAll()
-        } catch let error as DownloadError {
-            throw error
-        } catch {
-            throw DownloadError(.storeFailure, "the store could not be read: \(error)")
-        }
-        startOnce()
-        var skipped: [(DownloadTaskID, DownloadError)] = []
-        var resumable: [ManagedTask] = []
-        for item in stored {
-            let id = item.task.id
-            guard tasks[id] == nil else { continue }
-            let entity: DownloadBaseEntity
-            do {
-                entity = try registry.rebuild(item.entity)
-            } catch {
-                skipped.append((id, error))
-                continue
-            }
-            let task = ManagedTask(
-                entity: entity, mode: item.task.mode, sequence: item.task.sequence, handle: newHandle(), addedAt: item.task.addedAt)
-            task.resolveCount = item.task.resolveCount
-            task.lastError = item.task.lastError.map(DownloadError.init(stored:))
-            task.manifestRevision = item.task.manifestRevision
-            if let manifest = item.task.manifest { task.setManifest(manifest, layout: layout) }
-            task.summary.bytes = item.task.bytesDone
-            task.summary.doneSegments = item.task.segmentsDone
-            task.knownTotal = item.task.bytesTotal
-            var state = item.task.state
-            switch state {
-            case .waiting, .resolving, .downloading, .interrupted:
-                // Queued again below (not ahead of the others), or left paused for a command.
-                if resuming { resumable.append(task) }
-                state = .paused
-            case .removed:
-                state = .paused
-            case .completed:
-                task.completed = true
-            case .idle, .paused, .failed, .invalid:
-                break
-            }
-            nextSequence = max(nextSequence, task.sequence)
-            tasks[id] = task
-            byHandle[task.handle] = task
-            addedOrder.append(task)
-            joinGroup(task)
-            if let manifest = task.manifest { claim(manifest, for: task) }
-            apply(scheduler.handle(.restored(task.handle, sequence: task.sequence, weight: item.task.weight, state: state)))
-            if hub.hasSubscribers { hub.emit(.taskAdded(info(task))) }
-            // A merge the last process did not finish.
-            if state == .completed, task.manifest?.mergeIsPending == true { merger?.consider(info(task), manager: self) }
-        }
-        addedOrder.sort { $0.sequence < $1.sequence }
-        let epoch = scheduler.beginCommand()
-        for task in resumable { apply(scheduler.handle(.startIfUntouched(task.handle, since: epoch))) }
-        apply(scheduler.handle(.schedule))
-        return RestoreReport(restored: liveTasks.map { info($0) }, skipped: skipped)
-    }
-}
-
-// MARK: - Internal types
-
-/// A task as the manager holds it; touched only on the manager's actor. Its state is the
-/// scheduler's; its bytes are its run's ``TaskProgress``.
-final class ManagedTask {
-    let entity: DownloadBaseEntity
-    let id: DownloadTaskID
-    /// What the scheduler and the runs name the task by.
-    let handle: TaskHandle
-    let sequence: Int
-    let addedAt: Date
-    var mode: DownloadTaskMode
-    var resolveCount = 0
-    /// Why the task last failed; boxed, as most tasks never fail (a list of 100,000 tasks
-    /// keeps 100,000 of these objects).
-    var lastError: DownloadError? {
-        get { lastErrorBox?.error }
-        set { lastErrorBox = newValue.map(ErrorBox.init) }
-    }
-    private var lastErrorBox: ErrorBox?
-
-    private final class ErrorBox {
-        let error: DownloadError
-        init(_ error: DownloadError) { self.error = error }
-    }
-    private(set) var manifest: DownloadManifest?
-    /// Increases with every manifest; restored from the store so revisions never repeat.
-    var manifestRevision = 0
-    /// The progress of the current (or last) run.
-    var progress: TaskProgress?
-    /// What the store had, before any run.
-    var summary = TaskProgress.Snapshot(bytes: 0, doneSegments: 0, segmentCount: 0, knownBytes: 0, unknownSizes: 0)
-    var completed = false
-    /// The last exact total seen for this manifest (see `amounts(_:state:)`).
-    var knownTotal: Int64?
-    var speed = SpeedMeter()
-    var lastReportedBytes: Int64 = -1
-    var lastSampledBytes: Int64 = 0
-    var run: RunHandle?
-    var isRemoved = false
-    private var outputs: [(name: String, path: String, expectedSize: Int64?, media: MediaInfo?)] = []
-
-    init(entity: DownloadBaseEntity, mode: DownloadTaskMode, sequence: Int, handle: TaskHandle, addedAt: Date = Date()) {
-        self.entity = entity
-        self.id = entity.taskID
-        self.handle = handle
-        self.mode = mode
-        self.sequence = sequence
-        self.addedAt = addedAt
-    }
-
-    var groupKey: String? { entity.aggregationKey }
-
-    /// The one file the outputs were merged into (``DownloadTaskManager/recordReplacement(of:by:size:)``).
-    var replacement: (path: String, size: Int64)? {
-        guard let metadata = manifest?.metadata, let path = metadata[DownloadManifest.replacedByKey],
-            let size = metadata[DownloadManifest.replacedBySizeKey].flatMap(Int64.init)
-        else { return nil }
-        return (path, size)
-    }
-
-    /// The journal of the current run, once its outputs are prepared.
-    var journal: TaskJournal? { run?.shared.journal }
-
-    /// Keeps a manifest and what snapshots need of it.
-    func setManifest(_ manifest: DownloadManifest, layout: FileLayout) {
-        if self.manifest != manifest { manifestRevision += 1 }
-        if let previous = self.manifest, !previous.hasSameSegments(as: manifest) { knownTotal = nil }
-        self.manifest = manifest
-        outputs = manifest.outputs.filter { mode == .cacheOnly || $0.isSelected }.map { output in
-            (output.name, layout.outputPath(entity: entity, output: output), output.knownSize, output.media)
-        }
-        if let replacement {
-            outputs = [((replacement.path as NSString).lastPathComponent, replacement.path, replacement.size, nil)]
-        }
-        var segments = 0, unknown = 0
-        var known: Int64 = 0
-        for output in manifest.outputs where mode == .cacheOnly || output.isSelected {
-            segments += output.segments.count
-            let sizes = output.segments.sizeSummary
-            known = known.saturatingAdding(sizes.knownBytes)
-            unknown += sizes.unknownCount
-        }
-        summary.segmentCount = segments
-        summary.knownBytes = known
-        summary.unknownSizes = unknown
-    }
-
-    func outputInfos(complete: Bool) -> [DownloadTaskInfo.OutputInfo] {
-        outputs.map { DownloadTaskInfo.OutputInfo(name: $0.name, path: $0.path, expectedSize: $0.expectedSize, isComplete: complete, media: $0.media) }
-    }
-}
-
-/// A running task's run, as the manager reaches it.
-struct RunHandle {
-    let ticket: RunTicket
-    let mailbox: RunMailbox
-    let shared: RunShared
-    let events: EventQueue<RunEvent>
-    let task: Task<Void, Never>
-}
-
-/// Where a run starts.
-struct RunStart: Sendable {
-    var manifest: DownloadManifest?
-    var resolveCount: Int
-    /// Whether the task never had a manifest (so no journal and no partial files to look for).
-    var isFresh: Bool
-    /// Whether files of a removed task with the same identity are still being deleted.
-    var waitsForDeletion: Bool
-}
-
-struct GroupEntry {
-    var group: DownloadTaskGroup
-    var children: Set<DownloadTaskID> = []
-    /// The roll-up's inputs, kept child by child, and each child's part as last counted.
-    var tally = DownloadGroupTally()
-    var counted: [DownloadTaskID: DownloadGroupTally.Entry] = [:]
-}
-
-extension DownloadManifest {
-    /// Whether progress recorded against `self` still describes `other`: the same outputs with
-    /// the same segments (sizes, ranges, checksums); URLs may differ (fresh signatures).
-    func hasSameSegments(as other: DownloadManifest) -> Bool {
-        guard outputs.count == other.outputs.count else { return false }
-        for (mine, theirs) in zip(outputs, other.outputs) {
-            // Header fields count: an If-Match names the version the pieces belong to.
-            guard mine.name == theirs.name, mine.assembly == theirs.assembly, mine.segments.hasSameLayout(as: theirs.segments)
-            else { return false }
-        }
-        return true
-    }
-}
-
-extension DownloadManifest {
-    /// Metadata keys of a completed task whose outputs were merged into one file.
-    static let replacedByKey = "tessera.replacedBy"
-    static let replacedBySizeKey = "tessera.replacedBySize"
-
-    /// The manifest without a record of its outputs' replacement.
-    var withoutReplacement: DownloadManifest {
-        var manifest = self
-        manifest.metadata[Self.replacedByKey] = nil
-        manifest.metadata[Self.replacedBySizeKey] = nil
-        return manifest
     }
 }

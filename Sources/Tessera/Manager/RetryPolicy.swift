@@ -45,7 +45,7 @@ public protocol DownloadSleeper: Sendable {
 }
 
 /// The real clock.
-public struct ContinuousSleeper: DownloadSleeper {
+package struct ContinuousSleeper: DownloadSleeper {
     /// Creates a sleeper.
     public init() {}
 
@@ -55,7 +55,7 @@ public struct ContinuousSleeper: DownloadSleeper {
 }
 
 /// A SplitMix64 generator: fast, seedable, good enough for jitter.
-public struct SplitMixRandom: RandomNumberGenerator, Sendable {
+package struct SplitMixRandom: RandomNumberGenerator, Sendable {
     private var state: UInt64
 
     /// Seeds the generator.

@@ -692,7 +692,7 @@ struct DownloadLoop {
     private func originalName(of index: Int) -> String {
         let output = manifest.outputs[index]
         if let proposal = proposals[index] { return SafePath.sanitizedFileName(proposal, fallback: output.name) }
-        return manifest.metadata["tessera.originalName.\(index)"] ?? output.name
+        return manifest.metadata[OutputNaming.originalNameKey(index)] ?? output.name
     }
 
     /// An output's bytes failed their checksum or size: everything of it is fetched again.

@@ -14,7 +14,7 @@
 ///
 /// Implementations are called from any thread, the engine's included: ``permitsWrite(to:)`` and
 /// ``journalEpoch(of:)`` must be fast and never block.
-public protocol TaskWriteFence: Sendable {
+package protocol TaskWriteFence: Sendable {
     /// Whether this process may write task `id`'s journal and files now.
     func permitsWrite(to id: DownloadTaskID) -> Bool
 
@@ -31,24 +31,24 @@ public protocol TaskWriteFence: Sendable {
 
 extension TaskWriteFence {
     /// Does not wait: whether ``permitsWrite(to:)`` holds now.
-    public func awaitWritePermission(for id: DownloadTaskID) -> Bool { permitsWrite(to: id) }
+    package func awaitWritePermission(for id: DownloadTaskID) -> Bool { permitsWrite(to: id) }
 }
 
 /// Where a task's journal lives under a download root, for code outside the manager that hands a
 /// task from one holder to the next (the fleet copies the newest earlier epoch's journal to its
 /// own epoch's name before the task runs).
-public enum TaskJournalFiles {
+package enum TaskJournalFiles {
     /// The suffixes of a journal's files: two snapshots and the size log.
-    public static let suffixes = [".a", ".b", ".sizes"]
+    package static let suffixes = [".a", ".b", ".sizes"]
 
     /// The directory of every task's journal under `root`.
-    public static func workDirectory(root: String) -> String {
+    package static func workDirectory(root: String) -> String {
         FileLayout(root: root).workDirectory
     }
 
     /// The journal's files of task `id` under `root`, without their suffixes; with an `epoch`,
     /// that epoch's (`<name>.e<epoch>`).
-    public static func basePath(root: String, id: DownloadTaskID, epoch: UInt64?) -> String {
+    package static func basePath(root: String, id: DownloadTaskID, epoch: UInt64?) -> String {
         FileLayout(root: root).journalBase(of: id, epoch: epoch)
     }
 }

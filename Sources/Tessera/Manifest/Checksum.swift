@@ -6,7 +6,7 @@
 /// `2 × algorithm.digestLength` lowercase hex digits, so two checksums of the same bytes are
 /// `==` however the manifest spelled them. Compute and verify with ``compute(_:bytes:)-(_,Collection<UInt8>)``,
 /// ``compute(_:fileAt:range:)`` and ``verify(fileAt:range:)``, or stream with
-/// ``ChecksumHasher``. The hashing is OpenSSL's libcrypto.
+/// `ChecksumHasher`. The hashing is OpenSSL's libcrypto.
 public struct Checksum: Hashable, Sendable, Codable, CustomStringConvertible {
     /// A hash function, ordered by strength: `md5 < sha1 < sha256 < sha384 < sha512`.
     ///

@@ -19,7 +19,7 @@ import Foundation
 ///     print(result.path)
 /// }
 /// ```
-public struct MediaMerger: Sendable {
+package struct MediaMerger: Sendable {
     /// The container to write instead of the one the plan would choose (`--merge-output-format`).
     public var outputFormat: MergeOutputFormat?
     /// Whether every audio track goes into the merged file (yt-dlp's `--audio-multistreams`);
@@ -171,7 +171,7 @@ public struct MediaMerger: Sendable {
     }
 }
 
-/// One file a ``MediaMerger`` may take: its path and what it holds.
+/// One file a `MediaMerger` may take: its path and what it holds.
 public struct MergeInput: Sendable, Hashable {
     /// The file's path (absolute, as ``DownloadTaskInfo/OutputInfo/path`` gives it).
     public var path: String
@@ -210,9 +210,9 @@ public enum MergeOutputFormat: String, Sendable, Hashable, CaseIterable {
     }
 }
 
-/// What a ``MediaMerger`` decided: which files become which one, how, and with which ffmpeg
-/// arguments. A value: build it with ``MediaMerger/plan(for:title:)``, carry it out with
-/// ``MediaMerger/run(_:ffmpeg:beforeRemovingInputs:)``.
+/// What a `MediaMerger` decided: which files become which one, how, and with which ffmpeg
+/// arguments. A value: build it with `MediaMerger/plan(for:title:)`, carry it out with
+/// `MediaMerger/run(_:ffmpeg:beforeRemovingInputs:)`.
 public struct MergePlan: Sendable, Hashable {
     /// How the inputs become one file.
     public enum Method: String, Sendable, Hashable {

@@ -27,12 +27,12 @@ public struct MergePolicy: Sendable, Hashable {
     }
 
     /// The merger this policy runs.
-    public var merger: MediaMerger {
+    package var merger: MediaMerger {
         MediaMerger(outputFormat: outputFormat, audioMultistreams: audioMultistreams)
     }
 
     /// What to do with a task: a plan when it is a completed download whose outputs are a video
-    /// and its audio or the parts of one video (see ``MediaMerger/plan(for:title:)``), `nil`
+    /// and its audio or the parts of one video (see `MediaMerger/plan(for:title:)`), `nil`
     /// otherwise (its outputs are alternatives, not media, one file, or already merged).
     public func plan(for task: DownloadTaskInfo) -> MergePlan? {
         guard task.state == .completed, task.mode == .download, !task.outputsAreAlternatives else { return nil }

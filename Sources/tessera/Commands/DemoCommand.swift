@@ -77,8 +77,8 @@ struct DemoCommand: AsyncParsableCommand {
             }
         }
         let started = ContinuousClock.now
-        let runner = TaskRunner(session: session, display: screen)
-        let outcome = await runner.run(ids, events: events, inputErrors: inputErrors)
+        let commandRun = CommandRun(session: session, display: screen)
+        let outcome = await commandRun.run(ids, events: events, inputErrors: inputErrors)
         let elapsed = ContinuousClock.now - started
 
         // Verify each plugin's outputs against what the origin served.
@@ -92,7 +92,7 @@ struct DemoCommand: AsyncParsableCommand {
         problems["direct"] = largeOK ? [] : ["the large file differs from the origin's"]
 
         if screen.mode == .json {
-            await runner.summarize(outcome)
+            await commandRun.summarize(outcome)
         } else {
             screen.permanent("")
             screen.permanent(Self.table(outcome, problems: problems))
@@ -128,7 +128,7 @@ struct DemoCommand: AsyncParsableCommand {
         try await origin.shutdown()
     }
 
-    static func table(_ outcome: TaskRunner.Outcome, problems: [String: [String]]) -> String {
+    static func table(_ outcome: CommandRun.Outcome, problems: [String: [String]]) -> String {
         var rows = [["task", "plugin", "bytes", "time", "speed", "state", "verified"]]
         for info in outcome.tasks {
             let plugin = info.id.entityType

@@ -100,9 +100,9 @@ struct ResumeCommand: AsyncParsableCommand {
             let infos = await session.manager.checkAll()
             let ids = all ? infos.filter { !$0.state.isFinal }.map(\.id) : try TaskSelection.resolve(keys, among: infos.map(\.id))
             for id in ids { try await session.manager.resume(id) }
-            let runner = TaskRunner(session: session, display: display)
-            let outcome = await runner.run(ids, events: events, inputErrors: 0)
-            await runner.summarize(outcome)
+            let commandRun = CommandRun(session: session, display: display)
+            let outcome = await commandRun.run(ids, events: events, inputErrors: 0)
+            await commandRun.summarize(outcome)
             await session.close()
             if outcome.exitCode != 0 { throw ExitCode(outcome.exitCode) }
         } catch let error as DownloadError {

@@ -8,7 +8,7 @@ import Tessera
 /// SIGHUP) pauses every task cleanly, stops a merge (its files stay) and ends with exit code
 /// 130. Commands from other `tessera` processes (`pause`, `resume`, `remove`) are applied while
 /// it runs.
-struct TaskRunner {
+struct CommandRun {
     let session: Session
     let display: Display
 

@@ -1,0 +1,144 @@
+import Foundation
+
+/// Snapshots, groups and the tick: progress, store writes, journals, group changes, disk pace.
+extension DownloadTaskManager {
+    func state(of task: ManagedTask) -> DownloadTaskState {
+        scheduler.state(of: task.handle) ?? .removed
+    }
+
+    /// The tasks in the order they were added.
+    var liveTasks: [ManagedTask] {
+        if addedOrder.count > tasks.count * 2 { addedOrder.removeAll(where: \.isRemoved) }
+        return addedOrder.filter { !$0.isRemoved }
+    }
+
+    func info(_ task: ManagedTask, state explicit: DownloadTaskState? = nil) -> DownloadTaskInfo {
+        let state = explicit ?? self.state(of: task)
+        return task.snapshot(state: state, weight: scheduler.weight(of: task.handle))
+    }
+
+    func taskRecord(_ task: ManagedTask, state: DownloadTaskState) -> TaskRecord {
+        task.record(state: state, weight: scheduler.weight(of: task.handle))
+    }
+
+    func joinGroup(_ task: ManagedTask) {
+        guard let key = task.groupKey else { return }
+        groups.join(task.id, key: key) { type(of: task.entity).groupType.init(key: key) }
+    }
+
+    /// Notes that a child's snapshot changed: its group's tally counts it again at the next tick.
+    func markGroupChild(_ task: ManagedTask) {
+        guard let key = task.groupKey else { return }
+        groups.markChanged(task.id, key: key)
+    }
+
+    func leaveGroup(_ task: ManagedTask) {
+        guard let key = task.groupKey else { return }
+        groups.leave(task.id, key: key)
+        ensureTicker()
+    }
+
+    /// A group with every child's snapshot (queries; O(children)).
+    func groupInfo(_ key: String) -> DownloadGroupInfo? {
+        groups.info(key, children: children(of: key))
+    }
+
+    func children(of key: String) -> [DownloadTaskInfo] {
+        (groups.entries[key]?.children ?? []).compactMap { tasks[$0] }.sorted { $0.sequence < $1.sequence }.map { info($0) }
+    }
+
+    // MARK: - The tick: progress, store, journals, groups, disk
+
+    func ensureTicker() {
+        guard ticker == nil, !isShutDown else { return }
+        let interval = configuration.progressInterval
+        ticker = Task { [weak self] in
+            while !Task.isCancelled {
+                try? await Task.sleep(for: min(interval, self?.configuration.storeInterval ?? interval))
+                // Cancelled by the shutdown, which does a tick's work itself.
+                guard !Task.isCancelled, let self, await self.tick() else { return }
+            }
+        }
+    }
+
+    /// Tells subscribers about the groups whose children changed since the last time.
+    func emitGroupChanges() {
+        let changed = groups.takeChanged { id in tasks[id].map { DownloadGroupTally.Entry(info($0)) } }
+        guard hub.hasSubscribers else { return }
+        for key in changed {
+            if let group = groups.update(key, children: { children(of: key) }) {
+                hub.emit(.groupUpdated(group))
+            } else {
+                hub.emit(.groupRemoved(key: key))
+            }
+        }
+    }
+
+    /// Samples speeds, emits progress and group changes, commits journals, writes the store.
+    /// Returns whether to go on.
+    func tick() async -> Bool {
+        let now = ContinuousClock.now
+        let emitProgress = now - lastProgressEmit >= configuration.progressInterval
+        if emitProgress { lastProgressEmit = now }
+        var written: Int64 = 0
+        var journals: [TaskJournal] = []
+        for handle in scheduler.running {
+            guard let task = byHandle[handle], let progress = task.progress else { continue }
+            let snapshot = progress.snapshot
+            written += max(0, snapshot.bytes - task.lastSampledBytes)
+            if snapshot.bytes != task.lastSampledBytes { save(.update(taskRecord(task, state: state(of: task)))) }
+            task.lastSampledBytes = snapshot.bytes
+            if let journal = task.journal, journal.isDirty { journals.append(journal) }
+            task.speed.sample(bytes: snapshot.bytes, at: now, epoch: snapshot.epoch)
+            guard emitProgress else { continue }
+            // A running child's bytes and speed change its group's tally (a few per tick: the
+            // running ones, never every sibling).
+            markGroupChild(task)
+            guard snapshot.bytes != task.lastReportedBytes, hub.hasSubscribers else { continue }
+            task.lastReportedBytes = snapshot.bytes
+            hub.emit(.taskProgress(info(task)))
+        }
+        emitGroupChanges()
+        if !journals.isEmpty {
+            let dirty = journals
+            executor.submit { for journal in dirty { journal.commit() } }
+        }
+        bytesSinceDiskCheck += written
+        if let lastFreeBytes, let policy = configuration.diskSpace, bytesSinceDiskCheck * 2 >= lastFreeBytes - policy.stopBytes {
+            // Writing fast towards the limit: look again now, not at the next interval.
+            await checkDiskSpaceNow()
+        }
+        await writeUnsaved()
+        if scheduler.running.isEmpty, unsaved.isEmpty, !groups.hasChanges {
+            ticker = nil
+            return false
+        }
+        return true
+    }
+
+    func save(_ change: StoreChange) {
+        unsaved.add(change)
+        ensureTicker()
+    }
+
+    /// Writes every change not in the store yet, in one batch, after the batches before it;
+    /// returns when it is written. A write is never cancelled half-way (whoever waits for it
+    /// may be): batches are chained in a task of their own.
+    func writeUnsaved() async {
+        if !unsaved.isEmpty {
+            let batch = unsaved.take()
+            let previous = lastStoreWrite, store = self.store, hub = self.hub, logger = configuration.logger
+            lastStoreWrite = Task {
+                await previous?.value
+                do {
+                    try await store.apply(batch)
+                } catch {
+                    let failure = error as? DownloadError ?? DownloadError(.storeFailure, "\(error)")
+                    logger.error("store write failed: \(failure)")
+                    hub.emit(notice: DownloadNotice(kind: .storeFailure, message: "the store could not be written: \(failure.message)"))
+                }
+            }
+        }
+        await lastStoreWrite?.value
+    }
+}

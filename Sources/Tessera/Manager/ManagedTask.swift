@@ -1,0 +1,153 @@
+import Foundation
+
+/// A task as the manager holds it; touched only on the manager's actor. Its state is the
+/// scheduler's; its bytes are its run's ``TaskProgress``.
+final class ManagedTask {
+    let entity: DownloadBaseEntity
+    let id: DownloadTaskID
+    /// What the scheduler and the runs name the task by.
+    let handle: TaskHandle
+    let sequence: Int
+    let addedAt: Date
+    var mode: DownloadTaskMode
+    var resolveCount = 0
+    /// Why the task last failed; boxed, as most tasks never fail (a list of 100,000 tasks
+    /// keeps 100,000 of these objects).
+    var lastError: DownloadError? {
+        get { lastErrorBox?.error }
+        set { lastErrorBox = newValue.map(ErrorBox.init) }
+    }
+    private var lastErrorBox: ErrorBox?
+
+    private final class ErrorBox {
+        let error: DownloadError
+        init(_ error: DownloadError) { self.error = error }
+    }
+    private(set) var manifest: DownloadManifest?
+    /// Increases with every manifest; restored from the store so revisions never repeat.
+    var manifestRevision = 0
+    /// The progress of the current (or last) run.
+    var progress: TaskProgress?
+    /// What the store had, before any run.
+    var summary = TaskProgress.Snapshot(bytes: 0, doneSegments: 0, segmentCount: 0, knownBytes: 0, unknownSizes: 0)
+    var completed = false
+    /// The last exact total seen for this manifest (see `amounts(_:state:)`).
+    var knownTotal: Int64?
+    var speed = SpeedMeter()
+    var lastReportedBytes: Int64 = -1
+    var lastSampledBytes: Int64 = 0
+    var run: RunHandle?
+    var isRemoved = false
+    private var outputs: [(name: String, path: String, expectedSize: Int64?, media: MediaInfo?)] = []
+
+    init(entity: DownloadBaseEntity, mode: DownloadTaskMode, sequence: Int, handle: TaskHandle, addedAt: Date = Date()) {
+        self.entity = entity
+        self.id = entity.taskID
+        self.handle = handle
+        self.mode = mode
+        self.sequence = sequence
+        self.addedAt = addedAt
+    }
+
+    /// The task `record` describes (a restore), its entity rebuilt: its manifest, counts, error
+    /// and revision as the store has them.
+    convenience init(restoring record: TaskRecord, entity: DownloadBaseEntity, handle: TaskHandle, layout: FileLayout) {
+        self.init(entity: entity, mode: record.mode, sequence: record.sequence, handle: handle, addedAt: record.addedAt)
+        resolveCount = record.resolveCount
+        lastError = record.lastError.map(DownloadError.init(stored:))
+        manifestRevision = record.manifestRevision
+        if let manifest = record.manifest { setManifest(manifest, layout: layout) }
+        summary.bytes = record.bytesDone
+        summary.doneSegments = record.segmentsDone
+        knownTotal = record.bytesTotal
+        completed = record.state == .completed
+    }
+
+    var groupKey: String? { entity.aggregationKey }
+
+    /// The one file the outputs were merged into (``DownloadTaskManager/recordReplacement(of:by:size:)``).
+    var replacement: (path: String, size: Int64)? {
+        guard let metadata = manifest?.metadata, let path = metadata[DownloadManifest.replacedByKey],
+            let size = metadata[DownloadManifest.replacedBySizeKey].flatMap(Int64.init)
+        else { return nil }
+        return (path, size)
+    }
+
+    /// The journal of the current run, once its outputs are prepared.
+    var journal: TaskJournal? { run?.shared.journal }
+
+    /// Keeps a manifest and what snapshots need of it.
+    func setManifest(_ manifest: DownloadManifest, layout: FileLayout) {
+        if self.manifest != manifest { manifestRevision += 1 }
+        if let previous = self.manifest, !previous.hasSameSegments(as: manifest) { knownTotal = nil }
+        self.manifest = manifest
+        outputs = manifest.outputs.filter { mode == .cacheOnly || $0.isSelected }.map { output in
+            (output.name, layout.outputPath(entity: entity, output: output), output.knownSize, output.media)
+        }
+        if let replacement {
+            outputs = [((replacement.path as NSString).lastPathComponent, replacement.path, replacement.size, nil)]
+        }
+        var segments = 0, unknown = 0
+        var known: Int64 = 0
+        for output in manifest.outputs where mode == .cacheOnly || output.isSelected {
+            segments += output.segments.count
+            let sizes = output.segments.sizeSummary
+            known = known.saturatingAdding(sizes.knownBytes)
+            unknown += sizes.unknownCount
+        }
+        summary.segmentCount = segments
+        summary.knownBytes = known
+        summary.unknownSizes = unknown
+    }
+
+    /// The task's snapshot in `state`, with the scheduler's `weight`.
+    func snapshot(state: DownloadTaskState, weight: Int) -> DownloadTaskInfo {
+        let snapshot = progress?.snapshot ?? summary
+        let (done, total, isEstimate) = amounts(snapshot, state: state)
+        let remaining = total.map { max(0, $0 - done) }
+        let isLive = manifest?.isLive == true
+        return DownloadTaskInfo(
+            id: id, title: manifest?.title ?? entity.title, groupKey: groupKey, state: state,
+            mode: mode, bytesDone: done, bytesTotal: total,
+            bytesTotalIsEstimate: isEstimate, segmentsDone: snapshot.doneSegments,
+            segmentsTotal: snapshot.segmentCount, bytesPerSecond: state.isRunning ? speed.bytesPerSecond : 0,
+            eta: state.isRunning ? speed.eta(remaining: remaining) : nil,
+            outputs: outputInfos(complete: state == .completed), error: lastError,
+            resolveCount: resolveCount, weight: weight,
+            outputsAreAlternatives: manifest?.selectsAlternatives ?? false,
+            live: isLive ? snapshot.live ?? LiveRecordingInfo() : nil)
+    }
+
+    /// The task as the store keeps it, in `state`, with the scheduler's `weight`.
+    func record(state: DownloadTaskState, weight: Int) -> TaskRecord {
+        let snapshot = progress?.snapshot ?? summary
+        return TaskRecord(
+            id: id, state: state, mode: mode, weight: weight,
+            sequence: sequence, resolveCount: resolveCount, lastError: lastError.map(StoredError.init),
+            manifest: manifest, manifestRevision: manifestRevision, addedAt: addedAt,
+            bytesDone: snapshot.bytes, segmentsDone: snapshot.doneSegments, bytesTotal: exactTotal(snapshot))
+    }
+
+    func outputInfos(complete: Bool) -> [DownloadTaskInfo.OutputInfo] {
+        outputs.map { DownloadTaskInfo.OutputInfo(name: $0.name, path: $0.path, expectedSize: $0.expectedSize, isComplete: complete, media: $0.media) }
+    }
+}
+
+/// A running task's run, as the manager reaches it.
+struct RunHandle {
+    let ticket: RunTicket
+    let mailbox: RunMailbox
+    let shared: RunShared
+    let events: EventQueue<RunEvent>
+    let task: Task<Void, Never>
+}
+
+/// Where a run starts.
+struct RunStart: Sendable {
+    var manifest: DownloadManifest?
+    var resolveCount: Int
+    /// Whether the task never had a manifest (so no journal and no partial files to look for).
+    var isFresh: Bool
+    /// Whether files of a removed task with the same identity are still being deleted.
+    var waitsForDeletion: Bool
+}
