@@ -122,7 +122,12 @@ public struct TesseraServer: Sendable {
         router.get("/api/tasks") { request, _ -> Response in
             guard Self.authorized(request, daemon) else { return Self.unauthorized() }
             let tasks = await daemon.manager.checkAll()
-            return Self.json(.array(tasks.map { EventJSON.task("task", $0) }))
+            // A fleet's worker shows the fleet's other tasks too, each with the worker running it.
+            let local = Set(tasks.map(\.id))
+            let fleet = await daemon.fleetTasks().filter { !local.contains($0.info.id) }
+            let here = daemon.configuration.fleet?.worker
+            return Self.json(.array(
+                tasks.map { EventJSON.task("task", $0, worker: here) } + fleet.map { EventJSON.task("task", $0.info, worker: $0.worker) }))
         }
         router.get("/api/groups") { request, _ -> Response in
             guard Self.authorized(request, daemon) else { return Self.unauthorized() }
