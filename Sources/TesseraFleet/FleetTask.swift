@@ -78,6 +78,21 @@ extension FleetQueue {
     /// Every task of the fleet in the queue's order (oldest first), with who holds the running
     /// ones and their progress. `except`: keys to leave out (the tasks the asking worker runs).
     public func tasks(except: Set<String> = []) async throws -> [FleetTask] {
+        try await tasks(updatedSince: nil).filter { !except.contains($0.info.id.description) }
+    }
+
+    /// The tasks whose rows changed since `since` (seconds since 1970 by the database's clock;
+    /// every task when `nil`), and the database's time before they were read: the `since` of the
+    /// next call (a row written while they were read comes again then).
+    public func changes(since: Double?) async throws -> (tasks: [FleetTask], now: Double) {
+        var now = 0.0
+        for try await seconds in try await client.query("SELECT extract(epoch FROM now())::float8", logger: logger).decode(Double.self) {
+            now = seconds
+        }
+        return (try await tasks(updatedSince: since), now)
+    }
+
+    private func tasks(updatedSince since: Double?) async throws -> [FleetTask] {
         let rows = try await client.query(
             """
             SELECT t.id, t.state, t.title, t.group_key, t.record, t.last_error, w.id, w.host, w.pid, w.port,
@@ -85,13 +100,13 @@ extension FleetQueue {
             FROM tessera_fleet_tasks t
             LEFT JOIN tessera_fleet_workers w ON w.id = t.owner AND t.state = 'running'
             LEFT JOIN tessera_fleet_progress p ON p.task_id = t.id AND p.epoch = t.epoch
+            WHERE \(since)::float8 IS NULL OR t.updated_at > to_timestamp(\(since)::float8)
             ORDER BY t.seq
             """, logger: logger)
         var tasks: [FleetTask] = []
         for try await (key, state, title, group, record, error, worker, host, pid, port, bytes, segments) in rows.decode(
             (String, String, String, String?, String?, String?, Int64?, String?, Int?, Int?, Int64?, Int?).self)
         {
-            guard !except.contains(key) else { continue }
             let holder = worker.flatMap { id in host.flatMap { host in pid.map { FleetTask.Holder(id: id, host: host, pid: $0, port: port) } } }
             let progress = bytes.map { ($0, segments ?? 0) }
             guard

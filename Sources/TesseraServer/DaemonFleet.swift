@@ -17,6 +17,10 @@ public protocol DaemonFleet: Sendable {
     var worker: String { get }
     /// The fleet's tasks that this daemon's manager does not run.
     func tasks() async throws -> [DaemonFleetTask]
+    /// The fleet's tasks, this worker's included, whose state may have changed since `cursor`
+    /// (every task when `nil`), and the cursor to ask with next (a task may come again
+    /// unchanged).
+    func changes(since cursor: Double?) async throws -> (tasks: [DaemonFleetTask], cursor: Double)
     /// Pauses a task wherever it runs (a queued one at once).
     func pause(_ id: DownloadTaskID) async throws -> Bool
     /// Queues a paused, failed or invalid task again, for any worker.

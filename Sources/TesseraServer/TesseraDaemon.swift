@@ -66,6 +66,12 @@ public actor TesseraDaemon {
     private var taskByGID: [String: DownloadTaskID] = [:]
     private var groupByGID: [String: String] = [:]
     private var pump: Task<Void, Never>?
+    /// Reads the fleet's changes for the notifications (with a fleet only).
+    private var fleetWatch: Task<Void, Never>?
+    /// Who receives the fleet's notifications (WebSocket connections), by a number of their own.
+    private nonisolated let fleetListeners = Locked<(next: Int, all: [Int: AsyncStream<RPCValue>.Continuation])>((0, [:]))
+    /// How often the fleet's changes are read for the notifications.
+    static let fleetWatchInterval: Duration = .seconds(1)
     /// A random identifier of this run (`aria2.getSessionInfo`).
     public nonisolated let sessionID: String = (0..<20).map { _ in String(UInt8.random(in: 0...255), radix: 16) }.joined()
 
@@ -90,6 +96,46 @@ public actor TesseraDaemon {
         pump = Task {
             for await event in events { metrics.record(event) }
         }
+        if let fleet = configuration.fleet {
+            let listeners = fleetListeners, logger = self.logger
+            fleetWatch = Task {
+                var notifier = Aria2FleetNotifier()
+                var cursor: Double?
+                while !Task.isCancelled {
+                    do {
+                        // (Read again from a little before the last reading: a write that
+                        // committed late is not missed; one read twice changes nothing.)
+                        let (tasks, now) = try await fleet.changes(since: cursor.map { $0 - 2 })
+                        cursor = now
+                        let notifications = notifier.read(tasks.map { (Aria2GID.of($0.info.id), Aria2Mapping.status(of: $0.info.state)) })
+                        if !notifications.isEmpty {
+                            for listener in listeners.withLock({ Array($0.all.values) }) {
+                                for notification in notifications { listener.yield(notification) }
+                            }
+                        }
+                    } catch {
+                        logger.debug("the fleet's changes could not be read", metadata: ["error": "\(error)"])
+                    }
+                    try? await Task.sleep(for: Self.fleetWatchInterval)
+                }
+            }
+        }
+    }
+
+    /// aria2's notifications for every task of the fleet (whichever worker runs it), read once a
+    /// second from the fleet's database; `nil` for a daemon of its own (its notifications come
+    /// from its manager's events). The stream ends at ``shutdown()``.
+    public nonisolated func fleetNotifications() -> AsyncStream<RPCValue>? {
+        guard configuration.fleet != nil else { return nil }
+        let (stream, continuation) = AsyncStream.makeStream(of: RPCValue.self, bufferingPolicy: .bufferingNewest(4096))
+        let key = fleetListeners.withLock { listeners in
+            defer { listeners.next += 1 }
+            listeners.all[listeners.next] = continuation
+            return listeners.next
+        }
+        let listeners = fleetListeners
+        continuation.onTermination = { _ in _ = listeners.withLock { $0.all.removeValue(forKey: key) } }
+        return stream
     }
 
     /// Waits for the event count to end (call after the manager's shutdown).
@@ -97,6 +143,10 @@ public actor TesseraDaemon {
         pump?.cancel()
         await pump?.value
         pump = nil
+        fleetWatch?.cancel()
+        await fleetWatch?.value
+        fleetWatch = nil
+        for listener in fleetListeners.withLock({ Array($0.all.values) }) { listener.finish() }
     }
 
     /// Tells the daemon where its server listens, for the documents it serves to its own tasks.

@@ -231,8 +231,18 @@ public struct TesseraServer: Sendable {
     ) async throws {
         let events = untilGracefulShutdown(daemon.manager.events())
         defer { events.stop() }
+        // A fleet's worker announces every task of the fleet, from the fleet's database (its
+        // manager's events would miss the others' tasks, and read a task let go as removed).
+        let fleetNotifications = daemon.fleetNotifications()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
+                if let fleetNotifications {
+                    events.stop()
+                    for await notification in fleetNotifications {
+                        guard (try? await outbound.write(.text(notification.text))) != nil else { break }
+                    }
+                    return
+                }
                 for await event in events.stream {
                     guard let notification = Aria2Notifications.notification(for: event) else { continue }
                     guard (try? await outbound.write(.text(notification.text))) != nil else { break }

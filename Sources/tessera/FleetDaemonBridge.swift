@@ -22,6 +22,11 @@ struct FleetDaemonBridge: DaemonFleet {
         return try await queue.tasks(except: held).map { DaemonFleetTask(info: $0.info, worker: $0.holder?.description) }
     }
 
+    func changes(since cursor: Double?) async throws -> (tasks: [DaemonFleetTask], cursor: Double) {
+        let (tasks, now) = try await queue.changes(since: cursor)
+        return (tasks.map { DaemonFleetTask(info: $0.info, worker: $0.holder?.description) }, now)
+    }
+
     func pause(_ id: DownloadTaskID) async throws -> Bool {
         try await queue.pause(id.description)
     }
