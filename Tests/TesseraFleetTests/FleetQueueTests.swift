@@ -140,4 +140,27 @@ struct FleetQueueTests {
             #expect(try await queue.heartbeat(worker: worker, lease: .seconds(30)).alive == false)
         }
     }
+
+    @Test func theFleetsTasksAndTheirChangesAreReadWithTheirHolders() async throws {
+        try await Self.withFleet { connection, _ in
+            let queue = connection.queue
+            try await queue.enqueue(Self.tasks(3))
+            let (all, cursor) = try await queue.changes(since: nil)
+            #expect(all.map(\.info.id.description) == ["direct:t0", "direct:t1", "direct:t2"])
+            #expect(all.allSatisfy { $0.info.state == .waiting && $0.holder == nil })
+            let worker = try await queue.join(host: "host-a", pid: 7, port: 6800, maxTasks: 1, lease: .seconds(30))
+            let claim = try #require(try await queue.claim(worker: worker, count: 1).first)
+            #expect(try await queue.pause("direct:t2"))
+            try await queue.writeProgress([(claim.key, claim.epoch, 5_000, 2)])
+            // Only the rows changed since: the claimed task (running, with its holder and its
+            // progress) and the paused one.
+            let (changed, _) = try await queue.changes(since: cursor)
+            #expect(changed.map(\.info.id.description) == ["direct:t0", "direct:t2"])
+            #expect(changed.first?.holder?.description == "host-a:7")
+            #expect(changed.first?.info.bytesDone == 5_000)
+            #expect(changed.first?.queueState == "running")
+            #expect(changed.last?.info.state == .paused)
+            #expect(try await queue.tasks(except: ["direct:t0"]).map(\.info.id.description) == ["direct:t1", "direct:t2"])
+        }
+    }
 }
