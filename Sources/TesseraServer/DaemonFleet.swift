@@ -2,9 +2,10 @@ import Tessera
 
 /// The fleet a daemon is one worker of (`tessera serve --fleet`), as its RPC needs it: the
 /// tasks the other workers run or the queue keeps, and commands that reach a task wherever it
-/// runs. With one, `tellStatus`, `tellActive`, `tellWaiting`, `tellStopped`, `getGlobalStat`,
-/// the native API and the dashboard cover the whole fleet, and `pause`, `unpause` and `remove`
-/// act on a task held by another worker.
+/// runs. With one, `tellStatus`, `tellActive`, `tellWaiting`, `tellStopped`, `getGlobalStat`
+/// and `/api/tasks` cover the whole fleet, `pause`, `unpause` and `remove` act on a task held by
+/// another worker, and the WebSocket's notifications come from ``changes(since:)`` for every
+/// task of the fleet (`/events`, hence the dashboard, still follow this worker's manager).
 ///
 /// What every implementation must do:
 /// - ``tasks()`` leaves out the tasks this daemon's manager runs (the daemon shows those from

@@ -4,6 +4,7 @@ import PostgresNIO
 import Tessera
 import TesseraFleet
 import TesseraTesting
+import Testing
 
 #if canImport(Glibc)
 import Glibc
@@ -105,6 +106,19 @@ final class FleetHarness: @unchecked Sendable {
         let harness = FleetHarness(server: server, origin: origin, connection: connection, directory: directory, lease: lease)
         for _ in 0..<count { try harness.startWorker(jobs: jobs) }
         return harness
+    }
+
+    /// Runs `body` with a fleet of `workers` workers, once they all joined, and tears it down;
+    /// an error is recorded with the workers' logs.
+    static func with(workers: Int, jobs: Int, lease: Double, _ body: (FleetHarness) async throws -> Void) async throws {
+        let fleet = try await start(workers: workers, jobs: jobs, lease: lease)
+        do {
+            #expect(await eventually(within: .seconds(30)) { (try? await fleet.activeWorkerPids().count) == workers }, "\(fleet.logs)")
+            try await body(fleet)
+        } catch {
+            Issue.record("\(error)\n\(fleet.logs)")
+        }
+        await fleet.tearDown()
     }
 
     /// Starts another worker.

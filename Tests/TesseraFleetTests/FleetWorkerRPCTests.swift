@@ -12,17 +12,6 @@ import Glibc
 /// `tessera serve --fleet` workers against a PostgreSQL 15 of the test's own.
 @Suite(.enabled(if: PostgresTestServer.shouldRun, Comment(rawValue: PostgresTestServer.skipReason)), .timeLimit(.minutes(3)))
 struct FleetWorkerRPCTests {
-    static func withFleet(workers: Int, jobs: Int, lease: Double, _ body: (FleetHarness) async throws -> Void) async throws {
-        let fleet = try await FleetHarness.start(workers: workers, jobs: jobs, lease: lease)
-        do {
-            #expect(await eventually(within: .seconds(30)) { (try? await fleet.activeWorkerPids().count) == workers }, "\(fleet.logs)")
-            try await body(fleet)
-        } catch {
-            Issue.record("\(error)\n\(fleet.logs)")
-        }
-        await fleet.tearDown()
-    }
-
     /// The worker of `fleet` that is not `other` (of two).
     static func worker(of fleet: FleetHarness, besides other: Int?) throws -> FleetHarness.Worker {
         try #require(fleet.workers.first { Int($0.pid) != other })
@@ -39,7 +28,7 @@ struct FleetWorkerRPCTests {
     }
 
     @Test func anyWorkersRPCShowsAndActsOnTasksAnotherWorkerRuns() async throws {
-        try await Self.withFleet(workers: 2, jobs: 2, lease: 10) { fleet in
+        try await FleetHarness.with(workers: 2, jobs: 2, lease: 10) { fleet in
             let size: Int64 = 24 << 20
             let path = "/bytes/\(size)/shared.bin"
             fleet.origin.inject(.throttle(bytesPerSecond: 1 << 20), at: path)
@@ -105,7 +94,7 @@ struct FleetWorkerRPCTests {
     /// With a lease of 30 s, another worker runs the task within seconds only if it was handed
     /// back.
     @Test(arguments: Stop.allCases) func aGracefulStopHandsItsTasksBackAtOnce(_ stop: Stop) async throws {
-        try await Self.withFleet(workers: 2, jobs: 2, lease: 30) { fleet in
+        try await FleetHarness.with(workers: 2, jobs: 2, lease: 30) { fleet in
             let size: Int64 = 16 << 20
             let path = "/bytes/\(size)/big.bin"
             fleet.origin.inject(.throttle(bytesPerSecond: 2 << 20), at: path)
