@@ -15,7 +15,7 @@ import Testing
     static let neutral = ["HTTP", "Files", "Process", "Concurrency", "Safety", "Metrics"]
 
     /// The layers the neutral folders must not refer to.
-    static let layers = ["Engine", "Manager", "Entity", "Store", "Cache", "Manifest", "Monitor", "Events", "Crypto", "PostProcessing"]
+    static let layers = ["Engine", "Manager", "Entity", "Store", "Cache", "Manifest", "Monitor", "Events", "Crypto", "PostProcessing", "Live"]
 
     /// What each folder must not refer to.
     static let forbidden: [String: [String]] = Dictionary(uniqueKeysWithValues: neutral.map { ($0, layers) }).merging([
