@@ -101,12 +101,14 @@ struct FleetQueueTests {
         try await Self.withFleet { connection, _ in
             let queue = connection.queue
             try await queue.enqueue(Self.tasks(1))
-            let stale = try await queue.join(host: "a", pid: 1, port: nil, maxTasks: 1, lease: .milliseconds(300))
+            // (A lease long enough for the claim and the write below on a loaded machine: with
+            // 300 ms, it sometimes ended before the claim, which was then rightly refused.)
+            let stale = try await queue.join(host: "a", pid: 1, port: nil, maxTasks: 1, lease: .seconds(3))
             let claim = try #require(try await queue.claim(worker: stale, count: 1).first)
             #expect(try await queue.write(key: claim.key, worker: stale, epoch: claim.epoch, state: "running", record: "{}", title: "", lastError: nil))
             // Its lease expires by the database's clock; another worker takes the task over.
             let next = try await queue.join(host: "b", pid: 2, port: nil, maxTasks: 1, lease: .seconds(30))
-            #expect(await eventually(within: .seconds(5)) { (try? await queue.rescue()) == [claim.key] })
+            #expect(await eventually(within: .seconds(15)) { (try? await queue.rescue()) == [claim.key] })
             let taken = try #require(try await queue.claim(worker: next, count: 1).first)
             #expect(taken.epoch == claim.epoch + 1)
             // The former owner's heartbeat finds it dead; its writes change nothing.
