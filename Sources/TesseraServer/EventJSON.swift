@@ -69,9 +69,12 @@ public enum EventJSON {
         }
     }
 
-    /// A task's object (`type` as given), with its GID and plugin for the dashboard.
-    public static func task(_ type: String, _ info: DownloadTaskInfo) -> RPCValue {
-        .object(taskFields(type, info))
+    /// A task's object (`type` as given), with its GID and plugin for the dashboard, and for a
+    /// fleet's task the worker running it (`host:pid`).
+    public static func task(_ type: String, _ info: DownloadTaskInfo, worker: String? = nil) -> RPCValue {
+        var object = taskFields(type, info)
+        if let worker { object["worker"] = .string(worker) }
+        return .object(object)
     }
 
     /// A group's object (`type` `group`).

@@ -30,6 +30,9 @@ public actor TesseraDaemon {
         /// any worker may claim them): called with the entities and whether they are added
         /// paused. `nil`: the manager starts them.
         public var enqueue: (@Sendable (_ entities: [DownloadBaseEntity], _ paused: Bool) async throws -> Void)?
+        /// The fleet this daemon is a worker of: its RPC then shows and acts on every task of the
+        /// fleet, not only those its manager runs. `nil`: a daemon of its own.
+        public var fleet: (any DaemonFleet)?
 
         /// Creates a configuration.
         public init(downloadRoot: String, secret: String? = nil, documentDirectory: String) {
@@ -63,6 +66,12 @@ public actor TesseraDaemon {
     private var taskByGID: [String: DownloadTaskID] = [:]
     private var groupByGID: [String: String] = [:]
     private var pump: Task<Void, Never>?
+    /// Reads the fleet's changes for the notifications (with a fleet only).
+    private var fleetWatch: Task<Void, Never>?
+    /// Who receives the fleet's notifications (WebSocket connections), by a number of their own.
+    private nonisolated let fleetListeners = Locked<(next: Int, all: [Int: AsyncStream<RPCValue>.Continuation])>((0, [:]))
+    /// How often the fleet's changes are read for the notifications.
+    static let fleetWatchInterval: Duration = .seconds(1)
     /// A random identifier of this run (`aria2.getSessionInfo`).
     public nonisolated let sessionID: String = (0..<20).map { _ in String(UInt8.random(in: 0...255), radix: 16) }.joined()
 
@@ -87,6 +96,46 @@ public actor TesseraDaemon {
         pump = Task {
             for await event in events { metrics.record(event) }
         }
+        if let fleet = configuration.fleet {
+            let listeners = fleetListeners, logger = self.logger
+            fleetWatch = Task {
+                var notifier = Aria2FleetNotifier()
+                var cursor: Double?
+                while !Task.isCancelled {
+                    do {
+                        // (Read again from a little before the last reading: a write that
+                        // committed late is not missed; one read twice changes nothing.)
+                        let (tasks, now) = try await fleet.changes(since: cursor.map { $0 - 2 })
+                        cursor = now
+                        let notifications = notifier.read(tasks.map { (Aria2GID.of($0.info.id), Aria2Mapping.status(of: $0.info.state)) })
+                        if !notifications.isEmpty {
+                            for listener in listeners.withLock({ Array($0.all.values) }) {
+                                for notification in notifications { listener.yield(notification) }
+                            }
+                        }
+                    } catch {
+                        logger.debug("the fleet's changes could not be read", metadata: ["error": "\(error)"])
+                    }
+                    try? await Task.sleep(for: Self.fleetWatchInterval)
+                }
+            }
+        }
+    }
+
+    /// aria2's notifications for every task of the fleet (whichever worker runs it), read once a
+    /// second from the fleet's database; `nil` for a daemon of its own (its notifications come
+    /// from its manager's events). The stream ends at ``shutdown()``.
+    public nonisolated func fleetNotifications() -> AsyncStream<RPCValue>? {
+        guard configuration.fleet != nil else { return nil }
+        let (stream, continuation) = AsyncStream.makeStream(of: RPCValue.self, bufferingPolicy: .bufferingNewest(4096))
+        let key = fleetListeners.withLock { listeners in
+            defer { listeners.next += 1 }
+            listeners.all[listeners.next] = continuation
+            return listeners.next
+        }
+        let listeners = fleetListeners
+        continuation.onTermination = { _ in _ = listeners.withLock { $0.all.removeValue(forKey: key) } }
+        return stream
     }
 
     /// Waits for the event count to end (call after the manager's shutdown).
@@ -94,6 +143,10 @@ public actor TesseraDaemon {
         pump?.cancel()
         await pump?.value
         pump = nil
+        fleetWatch?.cancel()
+        await fleetWatch?.value
+        fleetWatch = nil
+        for listener in fleetListeners.withLock({ Array($0.all.values) }) { listener.finish() }
     }
 
     /// Tells the daemon where its server listens, for the documents it serves to its own tasks.
@@ -299,6 +352,8 @@ public actor TesseraDaemon {
     enum Target {
         case task(DownloadTaskInfo)
         case group(DownloadGroupInfo)
+        /// A task of the fleet that another worker runs or the queue keeps.
+        case fleet(DaemonFleetTask)
     }
 
     func target(_ gid: String) async throws -> Target {
@@ -308,7 +363,39 @@ public actor TesseraDaemon {
         await reindex()
         if let id = taskByGID[gid], let info = await manager.check(id) { return .task(info) }
         if let key = groupByGID[gid], let group = await manager.checkGroup(key) { return .group(group) }
+        if let task = await fleetTasks().first(where: { Aria2GID.of($0.info.id) == gid }) { return .fleet(task) }
         throw Aria2Error.notFound(gid)
+    }
+
+    /// The fleet's tasks this daemon's manager does not run (none without a fleet, or while its
+    /// database cannot be read: the RPC then shows what this worker runs).
+    func fleetTasks() async -> [DaemonFleetTask] {
+        guard let fleet = configuration.fleet else { return [] }
+        do {
+            return try await fleet.tasks()
+        } catch {
+            logger.warning("the fleet's tasks could not be read", metadata: ["error": "\(error)"])
+            return []
+        }
+    }
+
+    /// The aria2 status of a task of the fleet, with the worker that runs it.
+    func status(of task: DaemonFleetTask) -> Aria2Mapping.Status {
+        var status = Aria2Mapping.status(of: task.info, dir: directory(of: task.info), uris: uris(of: task.info), connections: 0)
+        status.worker = task.worker
+        return status
+    }
+
+    /// Runs a command of the fleet, with the fleet's failure as the RPC's error.
+    private func fleetCommand(_ gid: String, _ body: (any DaemonFleet) async throws -> Bool) async throws {
+        guard let fleet = configuration.fleet else { throw Aria2Error.notFound(gid) }
+        let known: Bool
+        do {
+            known = try await body(fleet)
+        } catch {
+            throw Aria2Error("the fleet's database: " + UntrustedText.printable("\(error)", limit: 300))
+        }
+        guard known else { throw Aria2Error("GID \(gid) cannot be changed now") }
     }
 
     /// Learns the GIDs of tasks and groups the daemon did not add (restored ones).
@@ -340,9 +427,11 @@ public actor TesseraDaemon {
     /// The aria2 status of a task (complete outputs of unknown size as ``measureOutputs(of:)``
     /// found them).
     public func status(of info: DownloadTaskInfo) -> Aria2Mapping.Status {
-        Aria2Mapping.status(
+        var status = Aria2Mapping.status(
             of: info, dir: directory(of: info), uris: uris(of: info), connections: info.state.isRunning ? 1 : 0,
             sizeOnDisk: { path in self.measuredSizes[path] })
+        status.worker = configuration.fleet?.worker
+        return status
     }
 
     /// Sizes of complete outputs whose manifest gave none (DASH, HLS), measured once.
@@ -375,6 +464,8 @@ public actor TesseraDaemon {
         case .group(let group):
             await measureOutputs(of: group.children)
             return Aria2Mapping.status(of: group, dir: configuration.downloadRoot, sizeOnDisk: { self.measuredSizes[$0] })
+        case .fleet(let task):
+            return status(of: task)
         }
     }
 
@@ -386,7 +477,9 @@ public actor TesseraDaemon {
         for info in tasks { taskByGID[Aria2GID.of(info.id)] = info.id }
         for group in groups { groupByGID[Aria2GID.of(group: group.key)] = group.key }
         await measureOutputs(of: tasks)
-        return tasks.map(status(of:))
+        let local = Set(tasks.map(\.id))
+        let fleet = await fleetTasks().filter { !local.contains($0.info.id) }
+        return tasks.map(status(of:)) + fleet.map(status(of:))
             + groups.map { Aria2Mapping.status(of: $0, dir: configuration.downloadRoot, sizeOnDisk: { self.measuredSizes[$0] }) }
             + removed.map(\.status)
     }
@@ -403,6 +496,9 @@ public actor TesseraDaemon {
             await manager.stop(info.id)
         case .group(let group):
             for child in group.children where !child.state.isFinal && child.state != .paused { await manager.stop(child.id) }
+        case .fleet(let task):
+            guard !task.info.state.isFinal, task.info.state != .paused else { throw Aria2Error("GID \(gid) cannot be paused now") }
+            try await fleetCommand(gid) { try await $0.pause(task.info.id) }
         }
         return gid
     }
@@ -417,6 +513,9 @@ public actor TesseraDaemon {
             for child in group.children where child.state == .paused || child.state == .idle {
                 _ = try? await manager.resume(child.id)
             }
+        case .fleet(let task):
+            guard task.info.state == .paused else { throw Aria2Error("GID \(gid) cannot be unpaused now") }
+            try await fleetCommand(gid) { try await $0.unpause(task.info.id) }
         }
         return gid
     }
@@ -424,6 +523,10 @@ public actor TesseraDaemon {
     /// `aria2.pauseAll`.
     public func pauseAll() async {
         await manager.stopAll()
+        guard let fleet = configuration.fleet else { return }
+        for task in await fleetTasks() where !task.info.state.isFinal && task.info.state != .paused {
+            _ = try? await fleet.pause(task.info.id)
+        }
     }
 
     /// `aria2.unpauseAll`: queues every paused task (not the failed ones, unlike Tessera's
@@ -431,6 +534,10 @@ public actor TesseraDaemon {
     public func unpauseAll() async {
         for info in await manager.checkAll() where info.state == .paused || info.state == .idle {
             _ = try? await manager.resume(info.id)
+        }
+        guard let fleet = configuration.fleet else { return }
+        for task in await fleetTasks() where task.info.state == .paused {
+            _ = try? await fleet.unpause(task.info.id)
         }
     }
 
@@ -465,6 +572,12 @@ public actor TesseraDaemon {
             snapshot.errorCode = 31
             snapshot.downloadSpeed = 0
             keepRemoved(gid, snapshot)
+        case .fleet(let task):
+            guard !task.info.state.isFinal else { throw Aria2Error("Active Download not found for GID \(gid)") }
+            // (The fleet keeps the task as removed: its row is the result aria2 lists.)
+            try await fleetCommand(gid) { try await $0.remove(task.info.id, deletingFiles: false) }
+            forget(task.info.id)
+            metrics.removedByRPC()
         }
         return gid
     }
@@ -506,6 +619,8 @@ public actor TesseraDaemon {
                 await manager.remove(child.id, deletingFiles: false)
                 forget(child.id)
             }
+        case .fleet:
+            throw Aria2Error("Could not remove download result of GID \(gid): the fleet keeps its tasks' results")
         }
     }
 

@@ -122,7 +122,12 @@ public struct TesseraServer: Sendable {
         router.get("/api/tasks") { request, _ -> Response in
             guard Self.authorized(request, daemon) else { return Self.unauthorized() }
             let tasks = await daemon.manager.checkAll()
-            return Self.json(.array(tasks.map { EventJSON.task("task", $0) }))
+            // A fleet's worker shows the fleet's other tasks too, each with the worker running it.
+            let local = Set(tasks.map(\.id))
+            let fleet = await daemon.fleetTasks().filter { !local.contains($0.info.id) }
+            let here = daemon.configuration.fleet?.worker
+            return Self.json(.array(
+                tasks.map { EventJSON.task("task", $0, worker: here) } + fleet.map { EventJSON.task("task", $0.info, worker: $0.worker) }))
         }
         router.get("/api/groups") { request, _ -> Response in
             guard Self.authorized(request, daemon) else { return Self.unauthorized() }
@@ -226,8 +231,18 @@ public struct TesseraServer: Sendable {
     ) async throws {
         let events = untilGracefulShutdown(daemon.manager.events())
         defer { events.stop() }
+        // A fleet's worker announces every task of the fleet, from the fleet's database (its
+        // manager's events would miss the others' tasks, and read a task let go as removed).
+        let fleetNotifications = daemon.fleetNotifications()
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
+                if let fleetNotifications {
+                    events.stop()
+                    for await notification in fleetNotifications {
+                        guard (try? await outbound.write(.text(notification.text))) != nil else { break }
+                    }
+                    return
+                }
                 for await event in events.stream {
                     guard let notification = Aria2Notifications.notification(for: event) else { continue }
                     guard (try? await outbound.write(.text(notification.text))) != nil else { break }

@@ -20,14 +20,7 @@ struct FleetGuaranteeTimingTests {
     static let takeoverBound: Duration = lease + lease / 3 + .seconds(1)
 
     static func withFleet(workers: Int, jobs: Int = 3, _ body: (FleetHarness) async throws -> Void) async throws {
-        let fleet = try await FleetHarness.start(workers: workers, jobs: jobs, lease: 2)
-        do {
-            #expect(await eventually(within: .seconds(30)) { (try? await fleet.activeWorkerPids().count) == workers }, "\(fleet.logs)")
-            try await body(fleet)
-        } catch {
-            Issue.record("\(error)\n\(fleet.logs)")
-        }
-        await fleet.tearDown()
+        try await FleetHarness.with(workers: workers, jobs: jobs, lease: 2, body)
     }
 
     /// Starts a throttled plain file and waits until it is running with `bytes` done; returns its

@@ -4,6 +4,7 @@ import PostgresNIO
 import Tessera
 import TesseraFleet
 import TesseraTesting
+import Testing
 
 #if canImport(Glibc)
 import Glibc
@@ -19,17 +20,44 @@ final class FleetHarness: @unchecked Sendable {
         let process: SpawnedProcess
         let stateDirectory: String
         let errors: String
+        let output: String
         var pid: Int32 { process.pid }
 
-        init(index: Int, process: SpawnedProcess, stateDirectory: String, errors: String) {
+        init(index: Int, process: SpawnedProcess, stateDirectory: String, errors: String, output: String) {
             self.index = index
             self.process = process
             self.stateDirectory = stateDirectory
             self.errors = errors
+            self.output = output
         }
 
         /// What it wrote on standard error so far.
-        var log: String { (try? String(contentsOfFile: errors, encoding: .utf8)) ?? "" }
+        var log: String { fileText(errors) }
+        /// What it wrote on standard output so far.
+        var standardOutput: String { fileText(output) }
+
+        /// The port its RPC listens on, once it prints it (`nil` after 30 s).
+        func port() async -> Int? {
+            var port: Int?
+            _ = await eventually(within: .seconds(30)) {
+                let text = standardOutput
+                guard let range = text.range(of: "listening on http://127.0.0.1:") else { return false }
+                port = Int(text[range.upperBound...].prefix { $0.isNumber })
+                return port != nil
+            }
+            return port
+        }
+
+        /// The result of a JSON-RPC call to this worker (no secret); throws the error object.
+        func call(_ method: String, _ params: [Any] = []) async throws -> Any? {
+            guard let port = await port() else { throw FleetTestFailure("worker \(index) does not listen") }
+            let request: [String: Any] = ["jsonrpc": "2.0", "id": 1, "method": method, "params": params]
+            let answer = try await LoopbackHTTP.request(
+                port: port, method: "POST", path: "/jsonrpc", body: try JSONSerialization.data(withJSONObject: request))
+            let object = try JSONSerialization.jsonObject(with: answer.body) as? [String: Any]
+            if let error = object?["error"] as? [String: Any] { throw FleetTestFailure("\(method): \(error)") }
+            return object?["result"]
+        }
     }
 
     let server: PostgresTestServer
@@ -80,6 +108,19 @@ final class FleetHarness: @unchecked Sendable {
         return harness
     }
 
+    /// Runs `body` with a fleet of `workers` workers, once they all joined, and tears it down;
+    /// an error is recorded with the workers' logs.
+    static func with(workers: Int, jobs: Int, lease: Double, _ body: (FleetHarness) async throws -> Void) async throws {
+        let fleet = try await start(workers: workers, jobs: jobs, lease: lease)
+        do {
+            #expect(await eventually(within: .seconds(30)) { (try? await fleet.activeWorkerPids().count) == workers }, "\(fleet.logs)")
+            try await body(fleet)
+        } catch {
+            Issue.record("\(error)\n\(fleet.logs)")
+        }
+        await fleet.tearDown()
+    }
+
     /// Starts another worker.
     @discardableResult
     func startWorker(jobs: Int = 3) throws -> Worker {
@@ -90,6 +131,9 @@ final class FleetHarness: @unchecked Sendable {
         let errors = directory + "/worker-\(index).err"
         let errFile = open(errors, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
         defer { if errFile >= 0 { close(errFile) } }
+        let output = directory + "/worker-\(index).out"
+        let outFile = open(output, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0o644)
+        defer { if outFile >= 0 { close(outFile) } }
         let process = try SpawnedProcess(
             Self.executable,
             [
@@ -97,8 +141,8 @@ final class FleetHarness: @unchecked Sendable {
                 "--rpc-listen-port", "0", "-j", String(jobs), "-N", "8", "-x", "2", "--proxy", "", "--no-cache", "-v",
             ],
             environment: childEnvironment(adding: ["XDG_CONFIG_HOME": directory + "/no-config"]), directory: directory, input: .null,
-            output: .null, error: .descriptor(errFile))
-        let worker = Worker(index: index, process: process, stateDirectory: state, errors: errors)
+            output: .descriptor(outFile), error: .descriptor(errFile))
+        let worker = Worker(index: index, process: process, stateDirectory: state, errors: errors, output: output)
         workers.append(worker)
         return worker
     }
@@ -184,4 +228,10 @@ final class FleetHarness: @unchecked Sendable {
         server.stop()
         try? FileManager.default.removeItem(atPath: directory)
     }
+}
+
+/// Why a step of a fleet test failed.
+struct FleetTestFailure: Error, CustomStringConvertible {
+    var description: String
+    init(_ description: String) { self.description = description }
 }

@@ -101,12 +101,14 @@ struct FleetQueueTests {
         try await Self.withFleet { connection, _ in
             let queue = connection.queue
             try await queue.enqueue(Self.tasks(1))
-            let stale = try await queue.join(host: "a", pid: 1, port: nil, maxTasks: 1, lease: .milliseconds(300))
+            // (A lease long enough for the claim and the write below on a loaded machine: with
+            // 300 ms, it sometimes ended before the claim, which was then rightly refused.)
+            let stale = try await queue.join(host: "a", pid: 1, port: nil, maxTasks: 1, lease: .seconds(3))
             let claim = try #require(try await queue.claim(worker: stale, count: 1).first)
             #expect(try await queue.write(key: claim.key, worker: stale, epoch: claim.epoch, state: "running", record: "{}", title: "", lastError: nil))
             // Its lease expires by the database's clock; another worker takes the task over.
             let next = try await queue.join(host: "b", pid: 2, port: nil, maxTasks: 1, lease: .seconds(30))
-            #expect(await eventually(within: .seconds(5)) { (try? await queue.rescue()) == [claim.key] })
+            #expect(await eventually(within: .seconds(15)) { (try? await queue.rescue()) == [claim.key] })
             let taken = try #require(try await queue.claim(worker: next, count: 1).first)
             #expect(taken.epoch == claim.epoch + 1)
             // The former owner's heartbeat finds it dead; its writes change nothing.
@@ -138,6 +140,29 @@ struct FleetQueueTests {
             #expect(Set(try await queue.handBack(worker: worker)) == Set(claims.map(\.key)))
             #expect(try await FleetStatus.read(queue).queue == ["queued": 1, "paused": 1])
             #expect(try await queue.heartbeat(worker: worker, lease: .seconds(30)).alive == false)
+        }
+    }
+
+    @Test func theFleetsTasksAndTheirChangesAreReadWithTheirHolders() async throws {
+        try await Self.withFleet { connection, _ in
+            let queue = connection.queue
+            try await queue.enqueue(Self.tasks(3))
+            let (all, cursor) = try await queue.changes(since: nil)
+            #expect(all.map(\.info.id.description) == ["direct:t0", "direct:t1", "direct:t2"])
+            #expect(all.allSatisfy { $0.info.state == .waiting && $0.holder == nil })
+            let worker = try await queue.join(host: "host-a", pid: 7, port: 6800, maxTasks: 1, lease: .seconds(30))
+            let claim = try #require(try await queue.claim(worker: worker, count: 1).first)
+            #expect(try await queue.pause("direct:t2"))
+            try await queue.writeProgress([(claim.key, claim.epoch, 5_000, 2)])
+            // Only the rows changed since: the claimed task (running, with its holder and its
+            // progress) and the paused one.
+            let (changed, _) = try await queue.changes(since: cursor)
+            #expect(changed.map(\.info.id.description) == ["direct:t0", "direct:t2"])
+            #expect(changed.first?.holder?.description == "host-a:7")
+            #expect(changed.first?.info.bytesDone == 5_000)
+            #expect(changed.first?.queueState == "running")
+            #expect(changed.last?.info.state == .paused)
+            #expect(try await queue.tasks(except: ["direct:t0"]).map(\.info.id.description) == ["direct:t1", "direct:t2"])
         }
     }
 }

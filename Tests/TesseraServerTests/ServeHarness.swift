@@ -19,7 +19,8 @@ struct ServeHarness {
     /// `cache`: the manager has a segment cache. The engine and the cache report to the daemon's
     /// metrics (no global bootstrap).
     static func with(
-        secret: String? = "s3cret", maxBatch: Int = 100, cache: Bool = false, _ body: (ServeHarness) async throws -> Void
+        secret: String? = "s3cret", maxBatch: Int = 100, cache: Bool = false, fleet: (any DaemonFleet)? = nil,
+        _ body: (ServeHarness) async throws -> Void
     ) async throws {
         let origin = try await LoopbackOrigin.start()
         let root = TemporaryDirectory("serve")
@@ -38,6 +39,7 @@ struct ServeHarness {
         var daemonConfiguration = TesseraDaemon.Configuration(
             downloadRoot: root.file("downloads"), secret: secret, documentDirectory: root.file("documents"))
         daemonConfiguration.maxBatch = maxBatch
+        daemonConfiguration.fleet = fleet
         let daemon = TesseraDaemon(manager: manager, configuration: daemonConfiguration, metrics: metrics) { input, directory in
             try await registry.makeEntities(
                 for: EntityInput(input, destinationDirectory: directory), context: ResolveContext(engine: engine))

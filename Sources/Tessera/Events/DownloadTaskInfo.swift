@@ -77,3 +77,17 @@ public enum DownloadTaskMode: String, Sendable, Hashable, Codable {
     /// Only fetch segments into the cache (`startCache`); no output is written.
     case cacheOnly
 }
+
+extension DownloadTaskInfo {
+    /// A snapshot of a task this process does not run (a fleet's task another worker holds or
+    /// the queue keeps), from what its record says: no speed, no outputs, no ETA.
+    package init(
+        recordOf id: DownloadTaskID, title: String, groupKey: String?, state: DownloadTaskState, mode: DownloadTaskMode = .download,
+        bytesDone: Int64, bytesTotal: Int64?, segmentsDone: Int, segmentsTotal: Int, error: DownloadError?, weight: Int = 0
+    ) {
+        self.init(
+            id: id, title: title, groupKey: groupKey, state: state, mode: mode, bytesDone: bytesDone, bytesTotal: bytesTotal,
+            segmentsDone: segmentsDone, segmentsTotal: segmentsTotal, bytesPerSecond: 0, eta: nil, outputs: [], error: error,
+            resolveCount: 0, weight: weight)
+    }
+}

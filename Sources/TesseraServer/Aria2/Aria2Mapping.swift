@@ -89,6 +89,8 @@ public enum Aria2Mapping {
         public var plugin: String
         /// The title (not an aria2 key).
         public var title: String
+        /// The fleet's worker running it (`host:pid`; not an aria2 key), for a task of a fleet.
+        public var worker: String? = nil
 
         /// One file.
         public struct File: Sendable, Equatable {
@@ -119,7 +121,9 @@ public enum Aria2Mapping {
                 "bitfield": "",
                 "dir": .string(dir),
                 "files": .array(files.enumerated().map { index, file in file.json(index: index + 1) }),
-                "tessera": ["id": .string(tesseraID), "plugin": .string(plugin), "title": .string(title)],
+                "tessera": .object(
+                    ["id": .string(tesseraID), "plugin": .string(plugin), "title": .string(title)].merging(
+                        worker.map { ["worker": .string($0)] } ?? [:], uniquingKeysWith: { $1 })),
             ]
             if let errorCode {
                 object["errorCode"] = .string(String(errorCode))

@@ -146,10 +146,12 @@ struct ServeCommand: AsyncParsableCommand {
         ]
         // aria2.shutdown stops the daemon as SIGTERM does (the server's handler takes it).
         daemonConfiguration.shutdownRequest = { kill(getpid(), SIGTERM) }
-        if let queue = fleetWorker?.connection.queue {
+        if let fleetWorker {
+            let queue = fleetWorker.connection.queue
             daemonConfiguration.enqueue = { entities, paused in
                 try await queue.enqueue(try entities.map { try FleetQueue.NewTask($0, paused: paused) })
             }
+            daemonConfiguration.fleet = FleetDaemonBridge(queue: queue, worker: fleetWorker.worker)
         }
         let daemon = TesseraDaemon(manager: session.manager, configuration: daemonConfiguration, metrics: metrics) { input, directory in
             try await resolver.entities(for: input, destinationDirectory: directory)

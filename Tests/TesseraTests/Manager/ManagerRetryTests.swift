@@ -13,7 +13,8 @@ import TesseraTesting
             try await harness.manager.start(fixture.entity)
             await harness.waitForState(fixture.id, .completed)
             let delays = harness.sleeper.delays
-            #expect(delays.count == 5)
+            // (Required: a run cut short by the time limit must fail here, not index past the end.)
+            try #require(delays.count == 5, "\(delays)")
             // Equal jitter: attempt n waits between half and all of min(cap, base × 2^(n-1)).
             for (index, delay) in delays.enumerated() {
                 let full = min(2.0, 0.4 * Double(1 << index))
