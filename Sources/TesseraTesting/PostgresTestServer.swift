@@ -85,14 +85,19 @@ package final class PostgresTestServer: Sendable {
 
     /// Stops the server at once (`pg_ctl -m immediate stop`: no checkpoint, clients cut), keeping
     /// the cluster for ``restart()``.
-    package func kill() {
-        _ = try? Self.run(Self.binaries + "/pg_ctl", ["-D", directory + "/data", "-m", "immediate", "-w", "stop"], asServer: true)
+    /// (On a thread of its own: `pg_ctl -w` waits, and the cooperative pool must not.)
+    package func kill() async {
+        let directory = self.directory
+        _ = try? await onThread {
+            try Self.run(Self.binaries + "/pg_ctl", ["-D", directory + "/data", "-m", "immediate", "-w", "stop"], asServer: true)
+        }
     }
 
     /// Stops the server and deletes the cluster.
-    package func stop() {
-        kill()
-        try? FileManager.default.removeItem(atPath: directory)
+    package func stop() async {
+        await kill()
+        let directory = self.directory
+        _ = try? await onThread { try FileManager.default.removeItem(atPath: directory) }
     }
 
     /// The end of the server's log (for a failing test's message).

@@ -123,7 +123,7 @@ struct FleetGuaranteeTimingTests {
             for path in paths { fleet.origin.inject(.throttle(bytesPerSecond: 512 << 10), at: path) }
             let keys = try await fleet.enqueue(paths)
             #expect(await eventually(within: .seconds(30)) { ((try? await fleet.states()) ?? [:])["running"] ?? 0 >= 3 }, "\(fleet.logs)")
-            fleet.server.kill()
+            await fleet.server.kill()
             try await Task.sleep(for: .seconds(3))  // the database is away for longer than a lease
             try await fleet.server.restart()
             #expect(await eventually(within: .seconds(90)) { ((try? await fleet.states()) ?? [:])["completed"] == paths.count }, "\(fleet.logs)")

@@ -88,7 +88,7 @@ final class FleetHarness: @unchecked Sendable {
         do {
             origin = try await LoopbackOrigin.start(threads: 2)
         } catch {
-            server.stop()
+            await server.stop()
             throw error
         }
         var logger = Logger(label: "tessera.fleet.test")
@@ -97,7 +97,7 @@ final class FleetHarness: @unchecked Sendable {
         do {
             connection = try await FleetConnection.open(try FleetDatabase(url: server.url), connections: 3, logger: logger)
         } catch {
-            server.stop()
+            await server.stop()
             try? await origin.shutdown()
             throw error
         }
@@ -225,7 +225,7 @@ final class FleetHarness: @unchecked Sendable {
         }
         await connection.close()
         try? await origin.shutdown()
-        server.stop()
+        await server.stop()
         try? FileManager.default.removeItem(atPath: directory)
     }
 }

@@ -24,10 +24,10 @@ struct FleetQueueTests {
             }
             await connection.close()
         } catch {
-            server.stop()
+            await server.stop()
             throw error
         }
-        server.stop()
+        await server.stop()
     }
 
     static func tasks(_ count: Int, priority: (Int) -> Int = { _ in 0 }) -> [FleetQueue.NewTask] {
