@@ -105,7 +105,7 @@ final class Fleet: @unchecked Sendable {
         }
         await connection.close()
         try? await origin.shutdown()
-        server.stop()
+        await server.stop()
         try? FileManager.default.removeItem(atPath: directory)
     }
 }
@@ -292,11 +292,11 @@ func bench() async throws {
             }
         } catch {
             await connection.close()
-            server.stop()
+            await server.stop()
             throw error
         }
         await connection.close()
-        server.stop()
+        await server.stop()
     }
     print("")
     print("| target | measured | goal |")
