@@ -185,7 +185,9 @@ final class CurlTransfer {
         }
         set(CURLOPT_USERAGENT, configuration.userAgent, "USERAGENT")
         set(CURLOPT_TCP_KEEPALIVE, 1, "TCP_KEEPALIVE")
-        set(CURLOPT_BUFFERSIZE, configuration.receiveBufferSize, "BUFFERSIZE")
+        // Advisory: libcurl refuses it on a pooled handle that still has its receive buffer
+        // (seen after HTTP/2 transfers), and that buffer is already this engine's size.
+        _ = tessera_curl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, configuration.receiveBufferSize)
         if let rate = core.currentRateLimit(for: request) {
             // About 25 ms of a connection's share of the limited rate (taken as a quarter of
             // it) in the kernel's buffer: enough to keep the rate, little in flight (what a
