@@ -38,8 +38,12 @@ struct InputOptions: ParsableArguments {
                 text = String(decoding: data, as: UTF8.self)
             }
             for line in text.split(whereSeparator: \.isNewline) {
-                let trimmed = line.trimmingCharacters(in: .whitespaces)
-                if !trimmed.isEmpty, !trimmed.hasPrefix("#") { all.append(trimmed) }
+                // Spaces and tabs around a line are not part of it (no Foundation bridging: a
+                // list of 100,000 URLs is read at once).
+                guard let first = line.firstIndex(where: { !$0.isWhitespace }),
+                    let last = line.lastIndex(where: { !$0.isWhitespace }), line[first] != "#"
+                else { continue }
+                all.append(String(line[first...last]))
             }
         }
         guard !all.isEmpty else { throw ValidationError("give at least one input (a URL or PLUGIN:KEY), or -i FILE") }

@@ -261,6 +261,7 @@ final class CurlTransfer {
         if bytes.count >= 5, bytes[0] == 0x48, bytes[1] == 0x54, bytes[2] == 0x54, bytes[3] == 0x50, bytes[4] == 0x2F {
             // "HTTP/": a new response, after a redirect or an interim 1xx; forget the previous one.
             responseHeaders = HTTPHeaders()
+            responseHeaders.reserveCapacity(12)
             return
         }
         var start = 0, end = bytes.count
@@ -700,7 +701,8 @@ final class CurlTransfer {
 
     /// Whether the server showed it serves byte ranges.
     private var acceptsRanges: Bool {
-        status == 206 || (responseHeaders["Accept-Ranges"]?.lowercased().contains("bytes") ?? false)
+        // (The standard library's search: Foundation's `contains` bridges, at every response.)
+        status == 206 || (responseHeaders["Accept-Ranges"]?.lowercased().utf8.firstRange(of: "bytes".utf8) != nil)
     }
 
     // MARK: - The end
@@ -732,7 +734,7 @@ final class CurlTransfer {
     /// What the transfer produced, from libcurl's result code.
     func outcome(_ code: CURLcode) -> Result<TransferResult, DownloadError> {
         let request = pending.request
-        let url = request.url.absoluteString
+        var url: String { request.url.absoluteString }  // (for errors only)
         let flushFailure = flush()
         let onDisk = TransferCheckpoint(bytesWritten: written, validator: validator ?? checkpointValidator)
 

@@ -12,7 +12,7 @@ import Foundation
 open class DownloadBaseEntity: @unchecked Sendable {
     /// The name the registry knows the class by; also the first part of every task ID.
     /// Override it with a short stable name (`"playurl"`); the default is the class name.
-    open class var entityType: String { String(describing: self) }
+    open class var entityType: String { TypeNames.name(of: self) }
 
     /// The group class tasks of this entity join (through ``aggregationKey``).
     open class var groupType: DownloadTaskGroup.Type { DownloadTaskGroup.self }

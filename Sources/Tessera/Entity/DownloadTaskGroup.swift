@@ -6,7 +6,7 @@
 /// asks ``rollUp(children:)`` each time a child changes.
 open class DownloadTaskGroup: @unchecked Sendable {
     /// The name the registry knows the class by.
-    open class var groupType: String { String(describing: self) }
+    open class var groupType: String { TypeNames.name(of: self) }
 
     /// The aggregation key shared by the children.
     public let key: String

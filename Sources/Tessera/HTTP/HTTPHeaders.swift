@@ -31,6 +31,12 @@ public struct HTTPHeaders: Hashable, Sendable, Codable, Sequence, ExpressibleByD
         fields.append(Field(name: name, value: value))
     }
 
+    /// Makes room for `count` fields at once (a response's headers: one allocation, not one per
+    /// doubling).
+    mutating func reserveCapacity(_ count: Int) {
+        fields.reserveCapacity(count)
+    }
+
     /// Appends `text` to the value of the last field (obsolete line folding).
     mutating func continueLastValue(with text: String) {
         guard !fields.isEmpty else { return }

@@ -21,7 +21,7 @@ extension DownloadTaskManager {
         let named = resolved ? assignOutputNames(task, manifest) : manifest
         let changed = previous.map { !$0.hasSameSegments(as: named) } ?? false
         task.setManifest(named, layout: layout)
-        save(.update(taskRecord(task, state: state(of: task))))
+        saveRecord(task)
         if resolved, named.outputs.contains(where: { !$0.isNamedByResponse && ($0.isSelected || task.mode == .cacheOnly) }) {
             // The names given to the outputs reach the store before any byte reaches their
             // files: after a kill, the same files are found again under the same names.
@@ -51,7 +51,7 @@ extension DownloadTaskManager {
             manifest.title = name
         }
         task.setManifest(manifest, layout: layout)
-        save(.update(taskRecord(task, state: state(of: task))))
+        saveRecord(task)
     }
 
     func current(_ ticket: RunTicket) -> ManagedTask? {
@@ -117,7 +117,7 @@ extension DownloadTaskManager {
                 // Stopped by a command (the state stays as it set it), or cut by the shutdown
                 // (resumed next time): the store learns what the run kept by its end.
                 task.run = nil
-                if current != .removed { save(.update(taskRecord(task, state: current))) }
+                if current != .removed { saveRecord(task) }
                 return
             }
             if let error {

@@ -86,7 +86,7 @@ extension DownloadTaskManager {
             guard let task = byHandle[handle], let progress = task.progress else { continue }
             let snapshot = progress.snapshot
             written += max(0, snapshot.bytes - task.lastSampledBytes)
-            if snapshot.bytes != task.lastSampledBytes { save(.update(taskRecord(task, state: state(of: task)))) }
+            if snapshot.bytes != task.lastSampledBytes { saveRecord(task) }
             task.lastSampledBytes = snapshot.bytes
             if let journal = task.journal, journal.isDirty { journals.append(journal) }
             task.speed.sample(bytes: snapshot.bytes, at: now, epoch: snapshot.epoch)
@@ -121,12 +121,27 @@ extension DownloadTaskManager {
         ensureTicker()
     }
 
+    /// Notes that `task`'s record changed: the store gets the record as it is at the next batch
+    /// (however often it changes until then).
+    func saveRecord(_ task: ManagedTask) {
+        unsaved.touch(task.handle)
+        ensureTicker()
+    }
+
+    /// The record to store for the task with `handle`, while it is a task of this manager.
+    private func storedRecord(_ handle: TaskHandle) -> TaskRecord? {
+        guard let task = byHandle[handle], tasks[task.id] === task else { return nil }
+        let state = state(of: task)
+        guard state != .removed else { return nil }
+        return taskRecord(task, state: state)
+    }
+
     /// Writes every change not in the store yet, in one batch, after the batches before it;
     /// returns when it is written. A write is never cancelled half-way (whoever waits for it
     /// may be): batches are chained in a task of their own.
     func writeUnsaved() async {
         if !unsaved.isEmpty {
-            let batch = unsaved.take()
+            let batch = unsaved.take(records: storedRecord)
             let previous = lastStoreWrite, store = self.store, hub = self.hub, logger = configuration.logger
             lastStoreWrite = Task {
                 await previous?.value

@@ -196,7 +196,7 @@ public actor DownloadTaskManager {
             if size == replacement.size { return false }
             guard let task = tasks[id], state(of: task) == .completed, let manifest = task.manifest else { return false }
             task.setManifest(manifest.withoutReplacement, layout: layout)
-            save(.update(taskRecord(task, state: .completed)))
+            saveRecord(task)
             configuration.logger.info("a completed task's merged file is missing: it runs again", metadata: ["task": "\(id)", "path": "\(replacement.path)"])
             return true
         }
@@ -233,7 +233,7 @@ public actor DownloadTaskManager {
         replaced.metadata[DownloadManifest.replacedByKey] = path
         replaced.metadata[DownloadManifest.replacedBySizeKey] = String(size)
         task.setManifest(replaced, layout: layout)
-        save(.update(taskRecord(task, state: .completed)))
+        saveRecord(task)
         await writeUnsaved()
     }
 
@@ -244,7 +244,7 @@ public actor DownloadTaskManager {
         else { return }
         manifest.mergeIsPending = pending
         task.setManifest(manifest, layout: layout)
-        save(.update(taskRecord(task, state: .completed)))
+        saveRecord(task)
         await writeUnsaved()
     }
 
@@ -430,7 +430,7 @@ public actor DownloadTaskManager {
     public func flushStore() async {
         for handle in scheduler.running {
             guard let task = byHandle[handle], task.progress != nil else { continue }
-            save(.update(taskRecord(task, state: state(of: task))))
+            saveRecord(task)
         }
         await writeUnsaved()
     }
@@ -541,7 +541,7 @@ public actor DownloadTaskManager {
                 }
             case .changed(let handle, let from, let to):
                 guard let task = byHandle[handle] else { continue }
-                if to != .removed { save(.update(taskRecord(task, state: to))) }
+                if to != .removed { saveRecord(task) }
                 if !to.isRunning { task.speed.reset() }
                 // (Only a task of several files can have something to merge.)
                 let merges = to == .completed && merger != nil && (task.manifest?.outputs.count ?? 0) > 1

@@ -2,13 +2,21 @@
 /// tick). An update of a task whose last pending change it can be merged into (see
 /// ``StoreChange/merged(with:)``) replaces that change instead of following it, so a task that
 /// reports progress every tick costs one write per batch.
+///
+/// A task whose record changed is only *touched* (its handle noted once): its record is read
+/// once, when the batch is taken, however many times it changed during the tick (a small file
+/// goes from waiting to completed within one tick: one record instead of five).
 struct PendingStoreChanges {
     private var changes: [StoreChange] = []
     /// The index of each task's last pending change.
     private var last: [DownloadTaskID: Int] = [:]
 
+    /// The tasks whose record changed, in the order they first did, and the same as a set.
+    private var touched: [TaskHandle] = []
+    private var isTouched: Set<TaskHandle> = []
+
     /// Whether nothing is pending.
-    var isEmpty: Bool { changes.isEmpty }
+    var isEmpty: Bool { changes.isEmpty && touched.isEmpty }
 
     /// Adds `change` after the others (or merges it into its task's last one).
     mutating func add(_ change: StoreChange) {
@@ -21,8 +29,22 @@ struct PendingStoreChanges {
         }
     }
 
-    /// Everything pending, in order; nothing is pending afterwards.
-    mutating func take() -> [StoreChange] {
+    /// Notes that the record of the task with `handle` changed: an update with its record as it
+    /// is when the batch is taken follows the changes added before.
+    mutating func touch(_ handle: TaskHandle) {
+        if isTouched.insert(handle).inserted { touched.append(handle) }
+    }
+
+    /// Everything pending, in order: the changes added, then an update for each touched task
+    /// that `record` still gives a record for (merged into its task's last change when it can
+    /// be); nothing is pending afterwards.
+    mutating func take(records record: (TaskHandle) -> TaskRecord? = { _ in nil }) -> [StoreChange] {
+        let handles = touched
+        touched = []
+        isTouched = []
+        for handle in handles {
+            if let record = record(handle) { add(.update(record)) }
+        }
         // (Not keeping the capacity: the batch still holds the buffer, so a kept capacity would
         // be a new buffer as large as the largest batch ever, at every write.)
         let batch = changes

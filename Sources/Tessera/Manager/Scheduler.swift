@@ -529,6 +529,7 @@ struct Scheduler: Sendable {
             var granted: [String: Int] = [:]
         }
         var contenders: [Contender] = []
+        contenders.reserveCapacity(running.count)
         var anyDemand = false
         for id in running {
             guard let entry = entries[id], entry.demandTotal > 0 || entry.heldTotal > 0 else { continue }
@@ -542,14 +543,21 @@ struct Scheduler: Sendable {
         // Max-min fair shares: tasks that want less than an equal share get what they want, the
         // rest is split equally among the others (at least one slot each).
         var left = limits.segments
-        let byWant = contenders.indices.sorted {
-            contenders[$0].held + contenders[$0].demand < contenders[$1].held + contenders[$1].demand
-        }
-        for (rank, index) in byWant.enumerated() {
+        func share(rank: Int, index: Int) {
             let equal = max(1, left / (contenders.count - rank))
             let share = max(1, min(contenders[index].held + contenders[index].demand, equal, contenders[index].cap ?? .max))
             contenders[index].share = share
             left = max(0, left - share)
+        }
+        let firstWant = contenders[0].held + contenders[0].demand
+        if contenders.allSatisfy({ $0.held + $0.demand == firstWant }) {
+            // All want as much (a list of small files: one slot each): in order already.
+            for index in contenders.indices { share(rank: index, index: index) }
+        } else {
+            let byWant = contenders.indices.sorted {
+                contenders[$0].held + contenders[$0].demand < contenders[$1].held + contenders[$1].demand
+            }
+            for (rank, index) in byWant.enumerated() { share(rank: rank, index: index) }
         }
         // Tell runs their share when it changes: one over it gives slots back as transfers end.
         for contender in contenders where contender.sentShare != contender.share {

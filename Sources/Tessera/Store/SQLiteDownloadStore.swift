@@ -261,30 +261,28 @@ public final class SQLiteDownloadStore: DownloadStore {
     /// Replaces a known task's record; the manifest is written only when its revision differs
     /// from the stored one. An unknown task is ignored (it was removed in the meantime).
     private static func update(_ task: TaskRecord, lastError: String?, in db: Database, path: String) throws {
-        guard
-            let stored = try Row.fetchOne(
-                db.cachedStatement(sql: "SELECT id, manifestRevision FROM tasks WHERE entityType = ? AND entityKey = ? AND variantKey = ?"),
-                arguments: [task.id.entityType, task.id.entityKey, task.id.variantKey])
-        else { return }
-        let rowID: Int64 = stored["id"]
-        let storedRevision = stored["manifestRevision"] as DatabaseValue
-        var arguments: StatementArguments = [
+        let fields: StatementArguments = [
             task.sequence, task.state.kind.rawValue, interruptionReason(task.state), task.mode.rawValue,
             task.weight, task.resolveCount, lastError, task.addedAt.timeIntervalSinceReferenceDate, task.bytesDone,
             task.segmentsDone, task.bytesTotal,
         ]
-        var assignments = """
+        let assignments = """
             sequence = ?, state = ?, interruptionReason = ?, mode = ?, weight = ?, resolveCount = ?, \
             lastError = ?, addedAt = ?, bytesDone = ?, segmentsDone = ?, bytesTotal = ?
             """
-        if storedRevision != task.manifestRevision.databaseValue {
-            let manifest = try encodeManifest(task.manifest, of: task.id, path: path)
-            assignments += ", manifest = ?, manifestRevision = ?"
-            arguments += [manifest, task.manifestRevision]
-        }
-        arguments += [rowID]
-        // Two forms only (with and without the manifest): both prepared once per connection.
-        try db.cachedStatement(sql: "UPDATE tasks SET \(assignments) WHERE id = ?").execute(arguments: arguments)
+        let key: StatementArguments = [task.id.entityType, task.id.entityKey, task.id.variantKey]
+        // Most updates keep the stored manifest (its revision is the record's): one statement,
+        // nothing read first.
+        try db.cachedStatement(
+            sql: "UPDATE tasks SET \(assignments) WHERE entityType = ? AND entityKey = ? AND variantKey = ? AND manifestRevision IS ?"
+        ).execute(arguments: fields + key + [task.manifestRevision])
+        guard db.changesCount == 0 else { return }
+        // Another revision: the manifest goes with the fields (an unknown task, removed in the
+        // meantime, stays unknown).
+        let manifest = try encodeManifest(task.manifest, of: task.id, path: path)
+        try db.cachedStatement(
+            sql: "UPDATE tasks SET \(assignments), manifest = ?, manifestRevision = ? WHERE entityType = ? AND entityKey = ? AND variantKey = ?"
+        ).execute(arguments: fields + [manifest, task.manifestRevision] + key)
     }
 
     // MARK: - Writing
