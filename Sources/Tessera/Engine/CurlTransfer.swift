@@ -690,6 +690,11 @@ final class CurlTransfer {
 
     /// The URL of the response, after redirects.
     private var effectiveURL: URL {
+        // Not redirected: the request's own URL (not parsed again at every response).
+        var redirects = 0
+        if tessera_curl_easy_getinfo_long(easy, CURLINFO_REDIRECT_COUNT, &redirects) == CURLE_OK, redirects == 0 {
+            return pending.request.url
+        }
         var effective: UnsafeMutablePointer<CChar>?
         if tessera_curl_easy_getinfo_string(easy, CURLINFO_EFFECTIVE_URL, &effective) == CURLE_OK,
             let effective, let parsed = URL(string: String(cString: effective))
@@ -699,10 +704,20 @@ final class CurlTransfer {
         return pending.request.url
     }
 
+    /// Whether `value` has `bytes` in it, in any case (looked at byte by byte, at every
+    /// response: nothing is allocated).
+    static func mentionsBytes(_ value: String) -> Bool {
+        var window: UInt64 = 0
+        for byte in value.utf8 {
+            window = window << 8 | UInt64(byte >= 0x41 && byte <= 0x5A ? byte | 0x20 : byte)
+            if window & 0xFF_FFFF_FFFF == 0x62_79_74_65_73 { return true }  // "bytes"
+        }
+        return false
+    }
+
     /// Whether the server showed it serves byte ranges.
     private var acceptsRanges: Bool {
-        // (The standard library's search: Foundation's `contains` bridges, at every response.)
-        status == 206 || (responseHeaders["Accept-Ranges"]?.lowercased().utf8.firstRange(of: "bytes".utf8) != nil)
+        status == 206 || (responseHeaders["Accept-Ranges"].map(Self.mentionsBytes) ?? false)
     }
 
     // MARK: - The end

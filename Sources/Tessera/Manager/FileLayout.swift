@@ -12,7 +12,15 @@ import Foundation
 struct FileLayout: Sendable {
     let root: String
     /// Who may write under the root (a fleet's leases); `nil`: this process alone.
-    var fence: (any TaskWriteFence)? = nil
+    var fence: (any TaskWriteFence)?
+    /// Where journals, partial files of unknown names and stashed segments are.
+    let workDirectory: String
+
+    init(root: String, fence: (any TaskWriteFence)? = nil) {
+        self.root = root
+        self.fence = fence
+        workDirectory = SafePath.join(root, ".tessera/work")
+    }
 
     /// Whether task `id`'s journal and files may be written now (always, without a fence).
     func permitsWrite(to id: DownloadTaskID) -> Bool {
@@ -38,8 +46,6 @@ struct FileLayout: Sendable {
         let tag = "-" + String(repeating: "0", count: 8 - hex.count) + hex
         return String(path[..<slash]) + SafePath.fitted(String(name), reserving: tag.utf8.count + 5) + tag + ".part"
     }
-
-    var workDirectory: String { SafePath.join(root, ".tessera/work") }
 
     /// The journal's files, without their suffixes (named by the fence's epoch, if any).
     func journalBase(of id: DownloadTaskID) -> String {
@@ -74,7 +80,15 @@ struct FileLayout: Sendable {
     /// A readable, collision-resistant name: the entity type, then a 64-bit FNV-1a hash of the
     /// whole ID.
     static func fileName(for id: DownloadTaskID) -> String {
-        let hex = String(FNV.hash(id.description.utf8), radix: 16)
+        // The hash of the ID's text (`type:key`, `type:key#variant`), taken part by part.
+        var hash = FNV.hash(id.entityType.utf8)
+        hash = FNV.hash(CollectionOfOne(UInt8(ascii: ":")), continuing: hash)
+        hash = FNV.hash(id.entityKey.utf8, continuing: hash)
+        if !id.variantKey.isEmpty {
+            hash = FNV.hash(CollectionOfOne(UInt8(ascii: "#")), continuing: hash)
+            hash = FNV.hash(id.variantKey.utf8, continuing: hash)
+        }
+        let hex = String(hash, radix: 16)
         return SafePath.sanitizedFileName(id.entityType, fallback: "task") + "-" + String(repeating: "0", count: 16 - hex.count) + hex
     }
 }

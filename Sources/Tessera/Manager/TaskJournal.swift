@@ -400,8 +400,9 @@ final class TaskJournal: Sendable {
 
 /// FNV-1a, 64 bits: a checksum against torn writes, not against tampering.
 enum FNV {
-    static func hash(_ bytes: some Sequence<UInt8>) -> UInt64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    /// The hash of `bytes`, or of what was hashed into `continuing` followed by `bytes`.
+    static func hash(_ bytes: some Sequence<UInt8>, continuing: UInt64 = 0xcbf2_9ce4_8422_2325) -> UInt64 {
+        var hash = continuing
         for byte in bytes {
             hash ^= UInt64(byte)
             hash = hash &* 0x100_0000_01b3
