@@ -38,9 +38,13 @@ public final class DirectEntity: PayloadEntity<DirectEntityPayload>, DownloadPar
 
     /// Creates an entity for `url` (its fragment, which no server sees, is dropped).
     public convenience init(url: URL, fileName: String? = nil, destinationDirectory: String = "") {
-        var components = URLComponents(url: url, resolvingAgainstBaseURL: true)
-        components?.fragment = nil
-        let url = components?.url ?? url
+        // Without its fragment (most URLs have none: not rebuilt then).
+        var url = url
+        if url.fragment != nil || url.baseURL != nil {
+            var components = URLComponents(url: url, resolvingAgainstBaseURL: true)
+            components?.fragment = nil
+            url = components?.url ?? url
+        }
         self.init(
             payload: DirectEntityPayload(url: url, fileName: fileName), entityKey: url.absoluteString,
             title: fileName ?? (url.lastPathComponent.isEmpty ? url.absoluteString : url.lastPathComponent),

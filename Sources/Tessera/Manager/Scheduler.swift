@@ -599,11 +599,16 @@ struct Scheduler: Sendable {
             hostsInUse[bestHost, default: 0] += 1
         }
         for contender in contenders where !contender.granted.isEmpty {
-            for (host, count) in contender.granted.sorted(by: { $0.key < $1.key }) {
+            func grant(_ host: String, _ count: Int) {
                 withdraw(contender.id, host: host, count: count)
                 entries[contender.id]!.held[host, default: 0] += count
                 entries[contender.id]!.heldTotal += count
                 actions.append(.grant(contender.id, generation: contender.generation, host: host, count: count))
+            }
+            if contender.granted.count == 1, let (host, count) = contender.granted.first {
+                grant(host, count)
+            } else {
+                for (host, count) in contender.granted.sorted(by: { $0.key < $1.key }) { grant(host, count) }
             }
         }
     }

@@ -91,7 +91,13 @@ public enum SafePath {
     public static func join(_ directory: String, _ relative: String) -> String {
         guard !relative.isEmpty else { return directory }
         guard !directory.isEmpty else { return relative }
-        return directory.hasSuffix("/") ? directory + relative : directory + "/" + relative
+        // One allocation (`a + "/" + b` makes two).
+        var path = ""
+        path.reserveCapacity(directory.utf8.count + 1 + relative.utf8.count)
+        path += directory
+        if !directory.hasSuffix("/") { path += "/" }
+        path += relative
+        return path
     }
 
     static func printable(_ text: String) -> String { UntrustedText.printable(text, marksCut: false) }
