@@ -19,6 +19,9 @@ final class EventQueue<Element: Sendable>: Sendable {
 
     private let state = Locked(State())
 
+    /// The largest buffer a recycled batch gives back (larger ones are bursts: freed).
+    static var keptCapacity: Int { 256 }
+
     init() {}
 
     /// Appends `element` and wakes the consumer if it waits; `false` (and nothing posted) once
@@ -56,13 +59,22 @@ final class EventQueue<Element: Sendable>: Sendable {
     ///
     /// One consumer only: two tasks taking at once is a programming error.
     func take(isolation: isolated (any Actor)? = #isolation) async -> [Element]? {
+        await take(recycling: [], isolation: isolation)
+    }
+
+    /// ``take(isolation:)``, handing back `spent`, a batch taken before whose elements are all
+    /// used: its buffer takes the next posts, so batches of a steady size allocate nothing (a
+    /// buffer larger than ``keptCapacity`` is let go).
+    func take(recycling spent: consuming [Element], isolation: isolated (any Actor)? = #isolation) async -> [Element]? {
+        var spare = spent
+        spare.removeAll(keepingCapacity: spare.capacity <= Self.keptCapacity)
         while true {
-            let taken = state.withLock { state -> [Element]? in
-                guard !state.items.isEmpty else { return nil }
-                defer { state.items = [] }
-                return state.items
+            let taken = state.withLock { state -> Bool in
+                guard !state.items.isEmpty else { return false }
+                swap(&state.items, &spare)
+                return true
             }
-            if let taken { return taken }
+            if taken { return spare }
             if isFinished || Task.isCancelled { return nil }
             await withTaskCancellationHandler {
                 await withUnsafeContinuation(isolation: isolation) { (continuation: UnsafeContinuation<Void, Never>) in
@@ -104,7 +116,9 @@ final class EventQueue<Element: Sendable>: Sendable {
         /// The next value; `nil` once the queue has ended (see ``EventQueue/take(isolation:)``).
         mutating func next(isolation: isolated (any Actor)? = #isolation) async -> Element? {
             if position == batch.count {
-                guard let next = await queue.take(isolation: isolation) else { return nil }
+                let spent = batch
+                batch = []
+                guard let next = await queue.take(recycling: spent, isolation: isolation) else { return nil }
                 batch = next
                 position = 0
             }

@@ -7,9 +7,11 @@ extension DownloadTaskManager {
         started = true
         let inbox = self.inbox
         inboxDrain = Task { [weak self] in
-            while let tickets = await inbox.take() {
+            var spent: [RunTicket] = []
+            while let tickets = await inbox.take(recycling: spent) {
                 guard let self else { return }
                 await self.drain(tickets)
+                spent = tickets
             }
         }
         if let policy = configuration.diskSpace {
