@@ -273,7 +273,7 @@ public struct EntityMatcher: Sendable {
     /// The extension of the URL's path as sent (percent-encoded), or `nil`.
     static func pathExtension(of url: URL) -> Substring? {
         let path = url.path(percentEncoded: true)
-        guard let dot = path.lastIndex(of: "."), !path[dot...].contains("/") else { return nil }
+        guard let dot = path.lastIndex(of: "."), path[dot...].firstIndex(of: "/") == nil else { return nil }
         return path[path.index(after: dot)...]
     }
 
