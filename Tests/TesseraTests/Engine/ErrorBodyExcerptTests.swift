@@ -13,21 +13,14 @@ import Testing
         </html>\r
 
         """
-    static let apache = """
-        <!DOCTYPE HTML PUBLIC "-//IETF//DTD HTML 2.0//EN">
-        <html><head>
-        <title>404 Not Found</title>
-        </head><body>
-        <h1>Not Found</h1>
-        <p>The requested URL was not found on this server.</p>
-        </body></html>
+    static let bucket = """
+        <!doctype html><html lang="en"><head><meta charset="utf-8"><title>403</title></head>
+        <body><h2>Forbidden</h2><div>Access to this bucket is <em>denied</em>.</div></body></html>
         """
 
     @Test func theFirstLineOfTextThatSaysMoreThanTheStatus() {
         #expect(ErrorBodyExcerpt.line(Array(Self.nginx.utf8), status: 404, reason: "Not Found") == "nginx/1.22.1")
-        #expect(
-            ErrorBodyExcerpt.line(Array(Self.apache.utf8), status: 404, reason: "Not Found")
-                == "The requested URL was not found on this server.")
+        #expect(ErrorBodyExcerpt.line(Array(Self.bucket.utf8), status: 403, reason: "Forbidden") == "Access to this bucket is denied.")
         #expect(ErrorBodyExcerpt.line(Array("quota exceeded\nretry tomorrow\n".utf8), status: 429, reason: nil) == "quota exceeded")
         #expect(ErrorBodyExcerpt.line(Array("".utf8), status: 500, reason: "Internal Server Error") == "")
     }
