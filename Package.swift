@@ -170,7 +170,7 @@ let package = Package(
         // tests running in parallel cannot disturb what is measured.
         .executableTarget(
             name: "tessera-test-helper",
-            dependencies: ["Tessera", "TesseraTesting", "MetalinkEntity"],
+            dependencies: ["Tessera", "TesseraTesting", "MetalinkEntity", "CTesseraSystem"],
             path: "Tests/Helpers/TesseraTestHelper"
         ),
         // The fuzzing harnesses (`make fuzz` builds them with libFuzzer); built as usual, they

@@ -147,7 +147,9 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
 
     /// A file's details read from a fetched document, good for one use within a minute (a
     /// download of thousands of files that starts later reads the document again).
-    /// (An `NSLock`, not `Synchronization.Mutex`: ThreadSanitizer sees pthread locks only.)
+    /// (An `NSLock`, not `Synchronization.Mutex`: ThreadSanitizer sees pthread locks only; one
+    /// for all entities, each taking its file once: a lock each was an object and a mutex for
+    /// every file of a Metalink of 100,000.)
     final class PrefetchedFile: @unchecked Sendable {
         /// The file (or why it could not be read) and the document's URL and version.
         struct Kept {
@@ -157,7 +159,7 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
             var version: MetalinkDocument.Version
         }
 
-        private let lock = NSLock()
+        private static let lock = NSLock()
         /// Boxed: an entity that has taken its file (or never had one) holds no room for it.
         private var value: Box?
 
@@ -169,12 +171,12 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
 
         func keep(_ kept: Kept) {
             let box = Box(kept, at: .now)
-            lock.withLock { value = box }
+            Self.lock.withLock { value = box }
         }
 
         /// What was kept, once, if it is younger than a minute.
         func take() -> Kept? {
-            lock.withLock {
+            Self.lock.withLock {
                 defer { value = nil }
                 guard let value, ContinuousClock.now - value.at < .seconds(60) else { return nil }
                 return value.kept

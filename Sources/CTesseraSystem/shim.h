@@ -185,6 +185,15 @@ static inline int tessera_spawn(const char *path, char *const argv[], char *cons
     return result;
 }
 
+#include <malloc.h>
+
+/// The bytes malloc has handed out and not taken back: the main arena's and the mmapped chunks'
+/// (mallinfo2(3); other arenas are not counted). For the test helper's measurements.
+static inline size_t tessera_heap_in_use(void) {
+    struct mallinfo2 info = mallinfo2();
+    return info.uordblks + info.hblkhd;
+}
+
 #endif
 
 #endif

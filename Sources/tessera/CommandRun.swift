@@ -85,7 +85,11 @@ struct CommandRun {
         // A resized terminal gets its board redrawn at once, at the new width.
         let resized = ResizeSignal(enabled: display.mode == .live, wake: wake)
         defer { resized.cancel() }
-        tracker.seed(await snapshot(ids))
+        // A thousand at a time: the snapshots of a list of 100,000 tasks at once were the
+        // run's peak of memory.
+        for start in stride(from: 0, to: ids.count, by: 1_000) {
+            tracker.seed(await snapshot(Array(ids[start..<min(start + 1_000, ids.count)])))
+        }
         var tracked = ids
         let mailbox = CommandMailbox(stateDirectory: session.stateDirectory)
         // (Ctrl-C may have come while the inputs were expanded, before any task was added.)

@@ -38,9 +38,19 @@ struct HLSLiveRecordingTests {
         origin.requests.compactMap { stream.segment(atPath: $0.path) }.filter { $0.track == track }.map(\.index)
     }
 
-    static func record(_ harness: PluginHarness, _ url: URL, timeout: Duration = .seconds(60)) async throws -> DownloadTaskInfo {
+    /// Starts recording the stream at `url`; returns its task.
+    static func start(_ harness: PluginHarness, _ url: URL) async throws -> DownloadTaskID {
         let entities = try await harness.entities(for: EntityInput(url.absoluteString))
-        let id = try await harness.manager.start(try #require(entities.first)).id
+        return try await harness.manager.start(try #require(entities.first)).id
+    }
+
+    /// Whether task `id` recorded `count` segments within 20 s.
+    static func recorded(_ harness: PluginHarness, _ id: DownloadTaskID, atLeast count: Int) async -> Bool {
+        await eventually(within: .seconds(20)) { await harness.manager.check(id)?.live?.segmentsRecorded ?? 0 >= count }
+    }
+
+    static func record(_ harness: PluginHarness, _ url: URL, timeout: Duration = .seconds(60)) async throws -> DownloadTaskInfo {
+        let id = try await start(harness, url)
         let final = await harness.finalSnapshots(of: [id], timeout: timeout)
         return try #require(final[id])
     }
@@ -144,8 +154,7 @@ struct HLSLiveRecordingTests {
         try await Self.withLiveHarness(clock: clock) { harness in
             let url = stream.install(on: harness.origin)
             // Once a few are recorded, the playlist stays away for sixteen segments.
-            let entities = try await harness.entities(for: EntityInput(url.absoluteString))
-            let id = try await harness.manager.start(try #require(entities.first)).id
+            let id = try await Self.start(harness, url)
             #expect(await eventually(within: .seconds(20)) { Self.requested(stream, harness.origin).count >= 3 })
             harness.origin.inject(.stall(.milliseconds(4000), afterBytes: nil), at: "/live/muxed.m3u8", times: 1)
             let info = try #require(await harness.finalSnapshots(of: [id])[id])
@@ -201,9 +210,8 @@ struct HLSLiveRecordingTests {
         let other = LiveStreamFixture(try await LiveMedia.hls(segments: 40), options: Self.options(clock))
         try await Self.withLiveHarness(clock: clock) { harness in
             let url = other.install(on: harness.origin, at: "/other/")
-            let entities = try await harness.entities(for: EntityInput(url.absoluteString))
-            let id = try await harness.manager.start(try #require(entities.first)).id
-            #expect(await eventually(within: .seconds(20)) { await harness.manager.check(id)?.live?.segmentsRecorded ?? 0 >= 4 })
+            let id = try await Self.start(harness, url)
+            #expect(await Self.recorded(harness, id, atLeast: 4))
             #expect(harness.manager.endRecording(id))
             let info = try #require(await harness.finalSnapshots(of: [id])[id])
             #expect(info.state == .completed && info.live?.ending == .stopped)
@@ -220,9 +228,8 @@ struct HLSLiveRecordingTests {
         let stream = LiveStreamFixture(try await LiveMedia.hls(segments: 40), options: Self.options(clock))
         try await Self.withLiveHarness(clock: clock) { harness in
             let url = stream.install(on: harness.origin)
-            let entities = try await harness.entities(for: EntityInput(url.absoluteString))
-            let id = try await harness.manager.start(try #require(entities.first)).id
-            #expect(await eventually(within: .seconds(20)) { await harness.manager.check(id)?.live?.segmentsRecorded ?? 0 >= 3 })
+            let id = try await Self.start(harness, url)
+            #expect(await Self.recorded(harness, id, atLeast: 3))
             await harness.manager.stop(id)
             #expect(await harness.manager.waitForState(id, .paused)?.state == .paused)
             // Paused for longer than the window: what left it is a gap.

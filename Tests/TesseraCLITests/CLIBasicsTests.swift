@@ -104,6 +104,36 @@ import TesseraTesting
         #expect(try await cli.run(["--version"]).output.contains("0."))
     }
 
+    /// An error page is quoted by its first line of text, not whole (an nginx page filled the
+    /// line with its HTML).
+    @Test func anHTTPErrorQuotesItsPageShortly() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let page = """
+                <!DOCTYPE HTML PUBLIC "-//IETF//DTD HTML 2.0//EN">
+                <html><head>
+                <title>404 Not Found</title>
+                </head><body>
+                <h1>Not Found</h1>
+                <p>The requested URL was not found on this server.</p>
+                <hr>
+                <address>Apache/2.4.62 (Debian) Server at 127.0.0.1 Port 80</address>
+                </body></html>
+                """
+            origin.inject(.answer(status: 404, body: page), at: "/missing.bin")
+            let gone = try await cli.run(["get", origin.url("/missing.bin").absoluteString])
+            #expect(gone.status == 1)
+            let lines = (gone.output + gone.errors).split(separator: "\n").filter { $0.contains("404") }
+            #expect(
+                lines.contains { $0.contains("the server answered 404 Not Found: The requested URL was not found on this server.") },
+                "\(gone.output) \(gone.errors)")
+            for line in lines {
+                #expect(!line.contains("<") && !line.contains("Apache"), "\(line)")
+            }
+        }
+    }
+
     @Test func errorsAreOneClearLineNamingTheInput() async throws {
         let cli = CLI()
         defer { cli.cleanUp() }

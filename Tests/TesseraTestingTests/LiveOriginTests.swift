@@ -18,6 +18,21 @@ extension OriginTests {
             return (LiveStreamFixture(media, alternate: alternate, options: options), clock)
         }
 
+        /// A DASH stream of eight 2-second segments with init sections (options changed by
+        /// `change`) served under `/dash/` on an origin of its own, for `body`: the origin, the
+        /// stream, its clock, its media and the MPD's URL.
+        static func withDASHStream(
+            _ change: (inout LiveStreamFixture.Options) -> Void,
+            _ body: (LoopbackOrigin, LiveStreamFixture, ManualLiveClock, LiveMedia, URL) async throws -> Void
+        ) async throws {
+            try await withLoopbackOrigin { origin in
+                let media = LiveMedia.generated(segments: 8, bytesPerSegment: 100, segmentDuration: 2, initSection: true)
+                let (stream, clock) = Self.stream(media, change)
+                let url = stream.install(on: origin, at: "/dash/")
+                try await body(origin, stream, clock, media, url)
+            }
+        }
+
         static func text(_ origin: LoopbackOrigin, _ path: String) throws -> String {
             String(decoding: try origin.rawRequest(path).body, as: UTF8.self)
         }
@@ -77,10 +92,7 @@ extension OriginTests {
 
         @Test("DASH: a dynamic MPD whose segments come out with the clock, then turns static")
         func dashNumberedThenStatic() async throws {
-            try await withLoopbackOrigin { origin in
-                let media = LiveMedia.generated(segments: 8, bytesPerSegment: 100, segmentDuration: 2, initSection: true)
-                let (stream, clock) = Self.stream(media) { $0.format = .dashNumber; $0.window = 3 }
-                let url = stream.install(on: origin, at: "/dash/")
+            try await Self.withDASHStream({ $0.format = .dashNumber; $0.window = 3 }) { origin, stream, clock, media, url in
                 #expect(url.path == "/dash/stream.mpd")
                 let mpd = try Self.text(origin, "/dash/stream.mpd")
                 #expect(mpd.contains("type=\"dynamic\"") && mpd.contains("availabilityStartTime=\"\(ISO8601Time.string(from: stream.start))\""))
@@ -98,10 +110,7 @@ extension OriginTests {
 
         @Test("DASH: a timeline that grows, keyed by time")
         func dashTimelineGrows() async throws {
-            try await withLoopbackOrigin { origin in
-                let media = LiveMedia.generated(segments: 8, bytesPerSegment: 100, segmentDuration: 2, initSection: true)
-                let (stream, clock) = Self.stream(media) { $0.format = .dashTimeline; $0.window = 3; $0.ends = false }
-                stream.install(on: origin, at: "/dash/")
+            try await Self.withDASHStream({ $0.format = .dashTimeline; $0.window = 3; $0.ends = false }) { origin, stream, clock, _, _ in
                 #expect(try Self.text(origin, "/dash/stream.mpd").contains("<SegmentTimeline><S t=\"0\" d=\"2000\" r=\"2\"/></SegmentTimeline>"))
                 clock.advance(by: 4)
                 #expect(try Self.text(origin, "/dash/stream.mpd").contains("<S t=\"4000\" d=\"2000\" r=\"2\"/>"))
@@ -116,10 +125,7 @@ extension OriginTests {
 
         @Test("the origin's clock may be off: its MPD and UTCTiming answers are on it")
         func serverClockOffset() async throws {
-            try await withLoopbackOrigin { origin in
-                let media = LiveMedia.generated(segments: 8, bytesPerSegment: 100, segmentDuration: 2, initSection: true)
-                let (stream, clock) = Self.stream(media) { $0.format = .dashNumber; $0.serverClockOffset = 3600 }
-                stream.install(on: origin, at: "/dash/")
+            try await Self.withDASHStream({ $0.format = .dashNumber; $0.serverClockOffset = 3600 }) { origin, _, clock, _, _ in
                 let served = ISO8601Time.date(from: try Self.text(origin, "/dash/time"))!
                 #expect(abs(served.timeIntervalSince(clock.now()) - 3600) < 0.01)
             }

@@ -787,11 +787,12 @@ final class CurlTransfer {
     private func statusError() -> DownloadError {
         let status = self.status
         var message = "the server answered \(status)"
-        if let reason = HTTPStatus.reasonPhrase(status) { message += " \(reason)" }
-        let excerpt = UntrustedText.printable(
-            String(decoding: errorBody.prefix(200), as: UTF8.self).split(whereSeparator: \.isNewline).joined(separator: " "))
-        if !excerpt.isEmpty, responseHeaders["Content-Type"]?.hasPrefix("text/") ?? true {
-            message += ": \(excerpt)"
+        let reason = HTTPStatus.reasonPhrase(status)
+        if let reason { message += " \(reason)" }
+        // The body's first line of text, short: not a whole error page.
+        if responseHeaders["Content-Type"]?.hasPrefix("text/") ?? true {
+            let excerpt = ErrorBodyExcerpt.line(errorBody, status: status, reason: reason)
+            if !excerpt.isEmpty { message += ": \(excerpt)" }
         }
         let retryAfter = responseHeaders["Retry-After"].flatMap {
             RetryAfter.parse($0, responseDate: responseHeaders["Date"])

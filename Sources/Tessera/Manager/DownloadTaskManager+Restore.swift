@@ -55,6 +55,7 @@ extension DownloadTaskManager {
             if hub.hasSubscribers { hub.emit(.taskAdded(info(task))) }
             // A merge the last process did not finish.
             if state == .completed, task.manifest?.mergeIsPending == true { merger?.consider(info(task), manager: self) }
+            if state == .completed { task.compactManifest(interning: &metadataInterning) }
         }
         addedOrder.sort { $0.sequence < $1.sequence }
         let epoch = scheduler.beginCommand()

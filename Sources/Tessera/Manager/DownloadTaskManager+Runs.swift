@@ -157,7 +157,7 @@ extension DownloadTaskManager {
         var renamed = output
         renamed.name = name
         let path = layout.outputPath(entity: task.entity, output: renamed)
-        if let owner = claims.holder(of: path), owner != task.id { return true }
+        if let owner = claims.holder(of: path), owner != task.handle { return true }
         // An output named by the server is named (and checked against the disk) when finished.
         if output.isNamedByResponse { return false }
         return FileOperations.exists(path) || FileOperations.exists(FileLayout.partPath(path))
@@ -165,13 +165,13 @@ extension DownloadTaskManager {
 
     func claim(_ manifest: DownloadManifest, for task: ManagedTask) {
         for output in manifest.outputs where output.isSelected || task.mode == .cacheOnly {
-            claims.claim(layout.outputPath(entity: task.entity, output: output), for: task.id)
+            claims.claim(layout.outputPath(entity: task.entity, output: output), for: task.handle)
         }
     }
 
     func releaseClaims(of task: ManagedTask) {
         for output in task.manifest?.outputs ?? [] {
-            claims.release(layout.outputPath(entity: task.entity, output: output), of: task.id)
+            claims.release(layout.outputPath(entity: task.entity, output: output), of: task.handle)
         }
     }
 }

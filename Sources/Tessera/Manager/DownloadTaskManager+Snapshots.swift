@@ -23,18 +23,18 @@ extension DownloadTaskManager {
 
     func joinGroup(_ task: ManagedTask) {
         guard let key = task.groupKey else { return }
-        groups.join(task.id, key: key) { type(of: task.entity).groupType.init(key: key) }
+        groups.join(task.handle, key: key) { type(of: task.entity).groupType.init(key: key) }
     }
 
     /// Notes that a child's snapshot changed: its group's tally counts it again at the next tick.
     func markGroupChild(_ task: ManagedTask) {
         guard let key = task.groupKey else { return }
-        groups.markChanged(task.id, key: key)
+        groups.markChanged(task.handle, key: key)
     }
 
     func leaveGroup(_ task: ManagedTask) {
         guard let key = task.groupKey else { return }
-        groups.leave(task.id, key: key)
+        groups.leave(task.handle, key: key)
         ensureTicker()
     }
 
@@ -44,7 +44,7 @@ extension DownloadTaskManager {
     }
 
     func children(of key: String) -> [DownloadTaskInfo] {
-        (groups.entries[key]?.children ?? []).compactMap { tasks[$0] }.sorted { $0.sequence < $1.sequence }.map { info($0) }
+        (groups.entries[key]?.children ?? []).compactMap { byHandle[$0] }.sorted { $0.sequence < $1.sequence }.map { info($0) }
     }
 
     // MARK: - The tick: progress, store, journals, groups, disk
@@ -63,7 +63,7 @@ extension DownloadTaskManager {
 
     /// Tells subscribers about the groups whose children changed since the last time.
     func emitGroupChanges() {
-        let changed = groups.takeChanged { id in tasks[id].map { DownloadGroupTally.Entry(info($0)) } }
+        let changed = groups.takeChanged { handle in byHandle[handle].map { DownloadGroupTally.Entry(info($0)) } }
         guard hub.hasSubscribers else { return }
         for key in changed {
             if let group = groups.update(key, children: { children(of: key) }) {

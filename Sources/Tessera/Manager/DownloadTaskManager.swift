@@ -59,6 +59,8 @@ public actor DownloadTaskManager {
     /// Every task, in the order it was added (removed ones are skipped lazily).
     var addedOrder: [ManagedTask] = []
     var groups = TaskGroups()
+    /// The metadata of completed tasks' compact manifests, shared where equal.
+    var metadataInterning = MetadataInterning()
     var nextSequence = 0
     /// Output paths, by the task that owns them (runs claim the names responses give themselves).
     nonisolated let claims = OutputClaims()
@@ -283,7 +285,7 @@ public actor DownloadTaskManager {
         byHandle[task.handle] = nil
         task.isRemoved = true
         // (Also the names its run claimed that the manifest does not show yet.)
-        claims.releaseAll(of: id)
+        claims.releaseAll(of: task.handle)
         leaveGroup(task)
         save(.remove(id))
         hub.emit(.taskRemoved(id))
@@ -551,6 +553,8 @@ public actor DownloadTaskManager {
                     if merges { merger?.consider(snapshot, manager: self) }
                 }
                 markGroupChild(task)
+                // Saved and told: what a finished file keeps of its manifest is its compact form.
+                if to == .completed { task.compactManifest(interning: &metadataInterning) }
                 if to == .completed || to == .failed || to == .invalid || to.isInterrupted { ensureTicker() }
             case .armNetworkWait(let handle, let wait, let after):
                 own { [weak self] in

@@ -5,7 +5,7 @@ extension ManagedTask {
     /// or a completed task has no other way to tell it. A completed task is done to its total.
     /// A live recording has no total (the stream grows).
     func amounts(_ snapshot: TaskProgress.Snapshot, state: DownloadTaskState) -> (done: Int64, total: Int64?, isEstimate: Bool) {
-        guard let manifest, !manifest.isLive else { return (snapshot.bytes, nil, false) }
+        guard hasManifest, !isLive else { return (snapshot.bytes, nil, false) }
         if let total = exactTotal(snapshot) {
             return (state == .completed ? total : snapshot.bytes, total, false)
         }
@@ -15,7 +15,7 @@ extension ManagedTask {
     /// The snapshot's total when it is exact (remembered), else the last exact one for this
     /// manifest; `nil` while only an estimate can be made.
     func exactTotal(_ snapshot: TaskProgress.Snapshot) -> Int64? {
-        guard let manifest, !manifest.isLive else { return nil }
+        guard hasManifest, !isLive else { return nil }
         if let total = snapshot.totalBytes, !snapshot.totalIsEstimate {
             knownTotal = total
             return total

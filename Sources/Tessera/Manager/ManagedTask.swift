@@ -23,7 +23,61 @@ final class ManagedTask {
         let error: DownloadError
         init(_ error: DownloadError) { self.error = error }
     }
-    private(set) var manifest: DownloadManifest?
+    /// The task's manifest: as resolved, or (a completed task's, see ``compactManifest(interning:)``)
+    /// built again from its compact form on each use.
+    var manifest: DownloadManifest? {
+        switch kept {
+        case .none: nil
+        case .full(let box): box.manifest
+        case .compact(let compact): compact.manifest
+        }
+    }
+    /// One reference, whichever form: a list of 100,000 tasks keeps 100,000 of these.
+    private var kept = KeptManifest.none
+
+    private enum KeptManifest {
+        case none
+        case full(ManifestBox)
+        case compact(CompactManifest)
+    }
+
+    private final class ManifestBox {
+        let manifest: DownloadManifest
+        init(_ manifest: DownloadManifest) { self.manifest = manifest }
+    }
+
+    /// Whether the task has a manifest (without building a compact one again).
+    var hasManifest: Bool {
+        if case .none = kept { return false }
+        return true
+    }
+
+    /// Whether the manifest is a live stream's (a compact one never is).
+    var isLive: Bool {
+        if case .full(let box) = kept { return box.manifest.isLive }
+        return false
+    }
+
+    /// The manifest's metadata, without building a compact manifest again.
+    private var metadata: [String: String]? {
+        switch kept {
+        case .none: nil
+        case .full(let box): box.manifest.metadata
+        case .compact(let compact): compact.metadata
+        }
+    }
+
+    /// Keeps a completed task's manifest in its compact form (``CompactManifest``), its
+    /// metadata shared with equal ones through `interning`, when its shape has one: a
+    /// finished file needs its manifest only when it is started again, merged or removed, and
+    /// a list of 100,000 completed files then keeps no URL objects, segments or outputs for
+    /// them. A manifest of another shape is kept as it is.
+    func compactManifest(interning: inout MetadataInterning) {
+        guard case .full(let box) = kept, let compact = CompactManifest(box.manifest) else { return }
+        compact.metadata = interning.intern(compact.metadata)
+        kept = .compact(compact)
+    }
+
     /// Increases with every manifest; restored from the store so revisions never repeat.
     var manifestRevision = 0
     /// The progress of the current (or last) run.
@@ -38,7 +92,14 @@ final class ManagedTask {
     var lastSampledBytes: Int64 = 0
     var run: RunHandle?
     var isRemoved = false
-    private var outputs: [(name: String, path: String, expectedSize: Int64?, media: MediaInfo?)] = []
+    private var outputs: [(name: String, path: String, expectedSize: Int64?, media: MediaBox?)] = []
+
+    /// An output's media, boxed: most outputs have none (a Metalink's files, plain URLs), and
+    /// ``MediaInfo`` inline would be most of each entry.
+    private final class MediaBox {
+        let media: MediaInfo
+        init(_ media: MediaInfo) { self.media = media }
+    }
 
     init(entity: DownloadBaseEntity, mode: DownloadTaskMode, sequence: Int, handle: TaskHandle, addedAt: Date = Date()) {
         self.entity = entity
@@ -67,7 +128,7 @@ final class ManagedTask {
 
     /// The one file the outputs were merged into (``DownloadTaskManager/recordReplacement(of:by:size:)``).
     var replacement: (path: String, size: Int64)? {
-        guard let metadata = manifest?.metadata, let path = metadata[DownloadManifest.replacedByKey],
+        guard let metadata, let path = metadata[DownloadManifest.replacedByKey],
             let size = metadata[DownloadManifest.replacedBySizeKey].flatMap(Int64.init)
         else { return nil }
         return (path, size)
@@ -78,11 +139,12 @@ final class ManagedTask {
 
     /// Keeps a manifest and what snapshots need of it.
     func setManifest(_ manifest: DownloadManifest, layout: FileLayout) {
-        if self.manifest != manifest { manifestRevision += 1 }
-        if let previous = self.manifest, !previous.hasSameSegments(as: manifest) { knownTotal = nil }
-        self.manifest = manifest
+        let previous = self.manifest
+        if previous != manifest { manifestRevision += 1 }
+        if let previous, !previous.hasSameSegments(as: manifest) { knownTotal = nil }
+        kept = .full(ManifestBox(manifest))
         outputs = manifest.outputs.filter { mode == .cacheOnly || $0.isSelected }.map { output in
-            (output.name, layout.outputPath(entity: entity, output: output), output.knownSize, output.media)
+            (output.name, layout.outputPath(entity: entity, output: output), output.knownSize, output.media.map(MediaBox.init))
         }
         if let replacement {
             outputs = [((replacement.path as NSString).lastPathComponent, replacement.path, replacement.size, nil)]
@@ -105,16 +167,21 @@ final class ManagedTask {
         let snapshot = progress?.snapshot ?? summary
         let (done, total, isEstimate) = amounts(snapshot, state: state)
         let remaining = total.map { max(0, $0 - done) }
-        let isLive = manifest?.isLive == true
+        let (title, alternatives): (String?, Bool) =
+            switch kept {
+            case .none: (nil, false)
+            case .full(let box): (box.manifest.title, box.manifest.selectsAlternatives)
+            case .compact(let compact): (compact.title, compact.selectsAlternatives)
+            }
         return DownloadTaskInfo(
-            id: id, title: manifest?.title ?? entity.title, groupKey: groupKey, state: state,
+            id: id, title: title ?? entity.title, groupKey: groupKey, state: state,
             mode: mode, bytesDone: done, bytesTotal: total,
             bytesTotalIsEstimate: isEstimate, segmentsDone: snapshot.doneSegments,
             segmentsTotal: snapshot.segmentCount, bytesPerSecond: state.isRunning ? speed.bytesPerSecond : 0,
             eta: state.isRunning ? speed.eta(remaining: remaining) : nil,
             outputs: outputInfos(complete: state == .completed), error: lastError,
             resolveCount: resolveCount, weight: weight,
-            outputsAreAlternatives: manifest?.selectsAlternatives ?? false,
+            outputsAreAlternatives: alternatives,
             live: isLive ? snapshot.live ?? LiveRecordingInfo() : nil)
     }
 
@@ -129,7 +196,7 @@ final class ManagedTask {
     }
 
     func outputInfos(complete: Bool) -> [DownloadTaskInfo.OutputInfo] {
-        outputs.map { DownloadTaskInfo.OutputInfo(name: $0.name, path: $0.path, expectedSize: $0.expectedSize, isComplete: complete, media: $0.media) }
+        outputs.map { DownloadTaskInfo.OutputInfo(name: $0.name, path: $0.path, expectedSize: $0.expectedSize, isComplete: complete, media: $0.media?.media) }
     }
 }
 

@@ -4,19 +4,22 @@
 ///
 /// A group appears with its first child and disappears with its last. A child's part is counted
 /// again only when it is marked changed (a few per tick: the running ones, never every sibling).
+///
+/// Children are known by their ``TaskHandle`` (8 bytes), not their ``DownloadTaskID`` (three
+/// strings, 48 bytes): a group of 100,000 children keeps each in two tables.
 struct TaskGroups {
     /// One group.
     struct Entry {
         var group: DownloadTaskGroup
-        var children: Set<DownloadTaskID> = []
+        var children: Set<TaskHandle> = []
         /// The roll-up's inputs, kept child by child, and each child's part as last counted.
         var tally = DownloadGroupTally()
-        var counted: [DownloadTaskID: DownloadGroupTally.Entry] = [:]
+        var counted: [TaskHandle: DownloadGroupTally.Entry] = [:]
     }
 
     private(set) var entries: [String: Entry] = [:]
     /// The groups to tell subscribers about, each with the children whose part changed.
-    private var changed: [String: Set<DownloadTaskID>] = [:]
+    private var changed: [String: Set<TaskHandle>] = [:]
 
     /// The keys of every group, in order.
     var keys: [String] { entries.keys.sorted() }
@@ -25,19 +28,19 @@ struct TaskGroups {
     var hasChanges: Bool { !changed.isEmpty }
 
     /// `id` joins the group `key` (made by `makeGroup` when it has no child yet).
-    mutating func join(_ id: DownloadTaskID, key: String, makeGroup: () -> DownloadTaskGroup) {
+    mutating func join(_ id: TaskHandle, key: String, makeGroup: () -> DownloadTaskGroup) {
         if entries[key] == nil { entries[key] = Entry(group: makeGroup()) }
         entries[key]?.children.insert(id)
         markChanged(id, key: key)
     }
 
     /// `id`'s snapshot changed: its part of group `key` is counted again at the next ``takeChanged(part:)``.
-    mutating func markChanged(_ id: DownloadTaskID, key: String) {
+    mutating func markChanged(_ id: TaskHandle, key: String) {
         changed[key, default: []].insert(id)
     }
 
     /// `id` leaves the group `key` (which disappears with its last child).
-    mutating func leave(_ id: DownloadTaskID, key: String) {
+    mutating func leave(_ id: TaskHandle, key: String) {
         guard var entry = entries[key] else { return }
         entry.children.remove(id)
         if let counted = entry.counted.removeValue(forKey: id) { entry.tally.remove(counted) }
@@ -48,7 +51,7 @@ struct TaskGroups {
     /// Counts the changed children again (`part` gives a child's part, `nil` for a child that
     /// is gone) and returns the keys of the groups that changed, in order; nothing is marked
     /// changed afterwards.
-    mutating func takeChanged(part: (DownloadTaskID) -> DownloadGroupTally.Entry?) -> [String] {
+    mutating func takeChanged(part: (TaskHandle) -> DownloadGroupTally.Entry?) -> [String] {
         for (key, ids) in changed {
             guard var entry = entries[key] else { continue }
             entries[key] = nil  // (no copy of the entry while it changes)

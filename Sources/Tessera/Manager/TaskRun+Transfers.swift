@@ -800,7 +800,7 @@ extension TaskRun {
         _ output: DownloadOutput, index: Int, original: String, releasing current: String?, taken: Set<String>
     ) -> String {
         let layout = services.layout, entity = self.entity
-        let (name, path) = services.claims.claimFirstFree(original, for: id, releasing: current, taken: taken) { name in
+        let (name, path) = services.claims.claimFirstFree(original, for: ticket.handle, releasing: current, taken: taken) { name in
             var renamed = output
             renamed.name = name
             return layout.outputPath(entity: entity, output: renamed)

@@ -1,3 +1,4 @@
+import CTesseraSystem
 import Foundation
 import MetalinkEntity
 import Tessera
@@ -80,6 +81,73 @@ func metalinkExpandScenario(count: Int) async throws {
         emit([
             "entities": entities.count, "growth": growth, "seconds": seconds(elapsed),
             "lastTitle": entities.last?.title ?? "",
+        ])
+    }
+}
+
+/// The bytes malloc has handed out and not taken back (in use). Exact with one arena
+/// (`MALLOC_ARENA_MAX=1`, as the tests run this helper): glibc counts the main arena only.
+func heapInUse() -> Int64 {
+    Int64(tessera_heap_in_use())
+}
+
+/// `metalink-complete COUNT`: a Metalink of COUNT files of 512 bytes (one URL and a SHA-256
+/// each) served by a loopback origin, expanded and downloaded to the end by a manager with a
+/// SQLite store, as `tessera get` does; the heap it keeps per completed file (the tasks, their
+/// entities, what each keeps of its manifest, the scheduler's and the group's entries).
+func metalinkCompleteScenario(count: Int) async throws {
+    let directory = temporaryDirectory("tessera-metalink-complete")
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    try await withLoopbackOrigin { origin in
+        func serve(_ prefix: String, count: Int) -> String {
+            var document = #"<?xml version="1.0" encoding="UTF-8"?>"# + "\n" + #"<metalink xmlns="urn:ietf:params:xml:ns:metalink">"# + "\n"
+            for index in 0..<count {
+                let name = prefix + String(repeating: "0", count: max(0, 5 - String(index).count)) + String(index) + ".bin"
+                let bytes = Array((name + String(repeating: ".", count: 512 - name.utf8.count)).utf8)
+                origin.serve("/\(prefix)/f/\(name)", .bytes(bytes, contentType: "application/octet-stream"))
+                let digest = Checksum.compute(.sha256, bytes: bytes).hexDigest
+                let url = origin.url("/\(prefix)/f/\(name)").absoluteString
+                document += #"<file name="\#(name)"><size>512</size><hash type="sha-256">\#(digest)</hash><url>\#(url)</url></file>"# + "\n"
+            }
+            document += "</metalink>\n"
+            origin.serve("/\(prefix)/many.meta4", .bytes(Array(document.utf8), contentType: "application/metalink4+xml"))
+            return origin.url("/\(prefix)/many.meta4").absoluteString
+        }
+        let engine = try CurlEngine(configuration: makeEngineConfiguration())
+        let store = try SQLiteDownloadStore(path: directory + "/state.sqlite")
+        let manager = DownloadTaskManager(
+            configuration: DownloadTaskManager.Configuration(downloadRoot: directory + "/files"), engine: engine, store: store)
+        let context = ResolveContext(engine: engine)
+        func download(_ url: String) async throws -> Int {
+            var entities: [DownloadBaseEntity] = try await MetalinkEntity.entities(for: EntityInput(url), key: url, context: context)
+            let count = entities.count
+            for start in stride(from: 0, to: count, by: 1_000) {
+                _ = await manager.start(contentsOf: Array(entities[start..<min(start + 1_000, count)]))
+            }
+            entities = []
+            let done = await eventually(within: .seconds(600), every: .milliseconds(200)) {
+                await manager.checkAll().allSatisfy { $0.state == .completed }
+            }
+            if !done { fail("the files did not all complete") }
+            await manager.flushStore()
+            return count
+        }
+        // Warm up: the origin, the engine, the store, the manager and the reader.
+        _ = try await download(serve("warm", count: 20))
+        let many = serve("ml", count: count)
+        // (The origin's log of requests is not the manager's.)
+        origin.resetCounters()
+        let baseline = heapInUse()
+        let start = ContinuousClock.now
+        let completed = try await download(many)
+        let elapsed = ContinuousClock.now - start
+        origin.resetCounters()
+        let retained = heapInUse() - baseline
+        await manager.shutdown()
+        await engine.shutdown()
+        emit([
+            "completed": completed, "retainedBytes": retained, "bytesPerTask": retained / Int64(max(1, count)),
+            "seconds": seconds(elapsed),
         ])
     }
 }

@@ -151,6 +151,9 @@ do {
     case "metalink-expand":
         guard let count = Int(arguments.dropFirst().first ?? "") else { fail("usage: tessera-test-helper metalink-expand COUNT") }
         try await metalinkExpandScenario(count: count)
+    case "metalink-complete":
+        guard let count = Int(arguments.dropFirst().first ?? "") else { fail("usage: tessera-test-helper metalink-complete COUNT") }
+        try await metalinkCompleteScenario(count: count)
     case "durable":
         let values = Array(arguments.dropFirst())
         guard values.count == 3 else { fail("usage: tessera-test-helper durable STORE ROOT MANIFEST-URL") }
@@ -158,7 +161,7 @@ do {
     case "live-origin":
         try await liveOriginScenario(Array(arguments.dropFirst()))
     default:
-        fail("usage: tessera-test-helper memory [SIZE] | scale [COUNT] | metalink COUNT stream|tree [keep] | metalink-expand COUNT | durable STORE ROOT MANIFEST-URL | live-origin KEY=VALUE...")
+        fail("usage: tessera-test-helper memory [SIZE] | scale [COUNT] | metalink COUNT stream|tree [keep] | metalink-expand COUNT | metalink-complete COUNT | durable STORE ROOT MANIFEST-URL | live-origin KEY=VALUE...")
     }
 } catch {
     fail("\(error)")

@@ -3,8 +3,8 @@ import Testing
 
 /// The manager's groups as a value: membership, tallies counted child by child, changes told once.
 @Suite struct TaskGroupsTests {
-    let one = DownloadTaskID(entityType: "fixture", entityKey: "1")
-    let two = DownloadTaskID(entityType: "fixture", entityKey: "2")
+    let one = TaskHandle(1)
+    let two = TaskHandle(2)
 
     func part(_ state: DownloadTaskState, done: Int64, total: Int64) -> DownloadGroupTally.Entry {
         DownloadGroupTally.Entry(state: state, bytesDone: done, bytesTotal: total, bytesPerSecond: 0)
@@ -30,7 +30,7 @@ import Testing
         groups.join(one, key: "g") { DownloadTaskGroup(key: "g") }
         groups.join(two, key: "g") { DownloadTaskGroup(key: "g") }
         var parts = [one: part(.downloading, done: 10, total: 100), two: part(.waiting, done: 0, total: 50)]
-        var asked: [DownloadTaskID] = []
+        var asked: [TaskHandle] = []
         #expect(groups.takeChanged { asked.append($0); return parts[$0] } == ["g"])
         #expect(Set(asked) == [one, two])
         #expect(!groups.hasChanges)
