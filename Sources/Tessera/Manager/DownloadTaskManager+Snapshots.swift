@@ -128,12 +128,16 @@ extension DownloadTaskManager {
         ensureTicker()
     }
 
-    /// The record to store for the task with `handle`, while it is a task of this manager.
+    /// The record to store for the task with `handle`, while it is a task of this manager. Once
+    /// a completed task's record is taken (the events told too), what it keeps of its manifest
+    /// is its compact form.
     private func storedRecord(_ handle: TaskHandle) -> TaskRecord? {
         guard let task = byHandle[handle], tasks[task.id] === task else { return nil }
         let state = state(of: task)
         guard state != .removed else { return nil }
-        return taskRecord(task, state: state)
+        let record = taskRecord(task, state: state)
+        if state == .completed { task.compactManifest(interning: &metadataInterning) }
+        return record
     }
 
     /// Writes every change not in the store yet, in one batch, after the batches before it;

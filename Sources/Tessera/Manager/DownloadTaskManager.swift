@@ -553,8 +553,6 @@ public actor DownloadTaskManager {
                     if merges { merger?.consider(snapshot, manager: self) }
                 }
                 markGroupChild(task)
-                // Saved and told: what a finished file keeps of its manifest is its compact form.
-                if to == .completed { task.compactManifest(interning: &metadataInterning) }
                 if to == .completed || to == .failed || to == .invalid || to.isInterrupted { ensureTicker() }
             case .armNetworkWait(let handle, let wait, let after):
                 own { [weak self] in
