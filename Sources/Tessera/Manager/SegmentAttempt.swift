@@ -80,11 +80,7 @@ struct SegmentAttempt: Sendable {
         switch outcome {
         case .checksumMismatch(let error):
             checksumFailures += 1
-            guard checksumFailures < 2 else {
-                var final = error
-                final.message = "\(error.message), again after downloading it a second time"
-                return .fail(final)
-            }
+            if let final = Self.mismatchVerdict(error, failures: checksumFailures) { return .fail(final) }
             fromScratch = true
             mirror = nextMirror(excluding: [mirror]) ?? mirror
             return request(waitFor: waitFor)
@@ -127,6 +123,17 @@ struct SegmentAttempt: Sendable {
             }
             return error.suggestsReResolve ? .reResolve(error) : .fail(error)
         }
+    }
+
+    /// The rule for bytes that fail their check (a segment's checksum, a finished output's
+    /// checksum or size): they are fetched once more, then the task fails. `failures` counts the
+    /// failed checks so far, this one included. `nil`: fetch again; else the error the task ends
+    /// with.
+    static func mismatchVerdict(_ error: DownloadError, failures: Int) -> DownloadError? {
+        guard failures >= 2 else { return nil }
+        var final = error
+        final.message = "\(error.message), again after downloading it a second time"
+        return final
     }
 
     /// URLs this segment found dead.

@@ -53,32 +53,21 @@ extension TaskRun {
     }
 }
 
-/// The state of one pass, and its event loop.
+/// One pass's loop: it feeds what happens to its ``DownloadPlan`` and performs what the plan
+/// answers (starting work, timers, finishing outputs, slot counts for the scheduler). What it
+/// keeps itself is the single outputs' ranges (``SingleOutputState``), which are where bytes are,
+/// not decisions.
 struct DownloadLoop {
     let run: TaskRun
     let manifest: DownloadManifest
     let writers: [Int: OutputWriter]
 
-    /// Work waiting for a slot, by host, in order.
-    private var queues: [String: FIFO<RunWork>] = [:]
-    private var queuedCount: [String: Int] = [:]
-    /// Slots this run holds, by host.
-    private var held: [String: Int] = [:]
-    private var heldTotal = 0
-    private var share = Int.max
-    private var running = 0
-    private var timers = 0
+    private var plan: DownloadPlan
+    /// The plan's answers to the event at hand (kept, so an event costs no allocation).
+    private var actions: [DownloadPlan.Action] = []
     private var singles: [Int: SingleOutputState] = [:]
-    private var retries: [RunWork: RetryState] = [:]
-    private var pieceRetries: [Int: RetryState] = [:]
-    private var nextAttemptKey = 0
     /// Names the server proposed for single outputs, settled when they are finished.
     private var proposals: [Int: String] = [:]
-    private var finalizing: Set<Int> = []
-    private var finalized: Set<Int> = []
-    private var retriedOutputs: Set<Int> = []
-    /// Set when the pass must end: no new work starts, and it ends once nothing runs.
-    private var ending: Result<TaskRun.PassOutcome, any Error>?
     /// Transfers started without a task of their own.
     private let inFlight = InFlightTransfers()
     /// Under a rate limit, the segment slots this pass last said it wants at most.
@@ -88,6 +77,8 @@ struct DownloadLoop {
         self.run = run
         self.manifest = manifest
         self.writers = writers
+        plan = DownloadPlan(outputCount: writers.count, policy: run.policy, baseSeed: run.baseSeed)
+        actions.reserveCapacity(4)
     }
 
     /// `demanded` when the manager already has this pass's first demand (a fresh task).
@@ -107,21 +98,18 @@ struct DownloadLoop {
                 singles[index] = state
                 if !writer.isDone(0) {
                     for _ in 0..<resumedConnections(writer, state) {
-                        enqueue(.piece(output: index, attempt: nil), demand: &demand)
+                        add(.piece(output: index, attempt: nil), demand: &demand)
                     }
                 }
             default:
-                for segment in writer.pending { enqueue(.segment(output: index, segment: segment), demand: &demand) }
+                for segment in writer.pending { add(.segment(output: index, segment: segment), demand: &demand) }
             }
         }
-        if demanded {
-            sentCap = run.initialCap(manifest)
-        } else {
-            sentCap = run.initialCap(manifest)
-            run.mailbox.report(.downloading(demand: demand, cap: sentCap))
-        }
+        actions.removeAll(keepingCapacity: true)
+        sentCap = run.initialCap(manifest)
+        if !demanded { run.mailbox.report(.downloading(demand: demand, cap: sentCap)) }
         return try await withThrowingDiscardingTaskGroup { group in
-            for (index, writer) in writers where writer.isComplete { finalize(index, in: &group) }
+            for (index, writer) in writers where writer.isComplete { handle(.complete(output: index), in: &group) }
             // What a batch of events makes the run tell the manager goes with one wake-up, when
             // the batch is handled (before the run waits for more, or ends).
             let mailbox = run.mailbox
@@ -137,15 +125,14 @@ struct DownloadLoop {
                     mailbox.hold()
                     holding = true
                 }
-                handle(event, in: &group)
-                if let outcome = finishedOutcome() {
-                    giveBackEverything()
+                receive(event, in: &group)
+                if let outcome = plan.outcome(into: &actions) {
+                    perform(in: &group)
                     return try outcome.get()
                 }
             }
             // The stream ended: the run was cancelled.
-            group.cancelAll()
-            inFlight.cancelAll(on: run.services.engine)
+            handle(.cancelled, in: &group)
             await inFlight.drained()
             throw CancellationError()
         }
@@ -153,15 +140,13 @@ struct DownloadLoop {
 
     // MARK: - Events
 
-    private mutating func handle(_ event: RunEvent, in group: inout ThrowingDiscardingTaskGroup<any Error>) {
+    private mutating func receive(_ event: RunEvent, in group: inout ThrowingDiscardingTaskGroup<any Error>) {
         switch event {
         case .granted(let host, let count):
-            held[host, default: 0] += count
-            heldTotal += count
-            for _ in 0..<count { useSlot(host, in: &group, reused: false) }
+            handle(.granted(host: host, count: count), in: &group)
 
         case .share(let limit):
-            share = limit
+            handle(.share(limit), in: &group)
 
         case .finished(let work, let host, let result):
             workEnded(work, host: host, result, in: &group)
@@ -171,7 +156,7 @@ struct DownloadLoop {
             case .result(let result):
                 workEnded(work, host: host, result, in: &group)
             case .handOver(let attempt):
-                guard ending == nil, case .segment(let output, let segment) = work, let writer = writers[output] else {
+                guard !plan.isEnding, case .segment(let output, let segment) = work, let writer = writers[output] else {
                     // The pass ends: what the attempt did is not taken up (its bytes are in the journal).
                     run.progress.abandon(job: attempt.job)
                     workEnded(work, host: host, .idle, in: &group)
@@ -184,12 +169,8 @@ struct DownloadLoop {
                 }
             }
 
-        case .due(let work, _):
-            timers -= 1
-            guard ending == nil else { return }
-            var demand: [String: Int] = [:]
-            enqueue(work, demand: &demand, front: true)
-            for (host, count) in demand { run.mailbox.demand(host, count) }
+        case .due(let work):
+            handle(.due(work, host: host(of: work)), in: &group)
 
         case .resourceKnown(let output, let rangesAllowed, let count, let roundTrip):
             singles[output]?.rangesAllowed = rangesAllowed
@@ -197,11 +178,8 @@ struct DownloadLoop {
                 let chunk = chunkUnderRateLimit(roundTrip: roundTrip)
                 singles[output]?.chunk = chunk
             }
-            guard ending == nil, count > 0 else { return }
-            shareOut(output, among: count + 1)
-            var demand: [String: Int] = [:]
-            for _ in 0..<count { enqueue(.piece(output: output, attempt: nil), demand: &demand) }
-            for (host, count) in demand { run.mailbox.demand(host, count) }
+            guard count > 0 else { return }
+            handle(.connectionsAdded(output: output, count: count, host: host(of: .piece(output: output, attempt: nil))), in: &group)
 
         case .roundTrip(let output, let roundTrip):
             if singles[output]?.chunk != nil {
@@ -223,80 +201,96 @@ struct DownloadLoop {
             }
 
         case .finalized(let output, let error):
-            finalizing.remove(output)
-            guard let error else {
-                finalized.insert(output)
-                return
-            }
-            if error.code == .checksumMismatch || error.code == .sizeMismatch {
-                if retriedOutputs.insert(output).inserted {
-                    // Fetched once more from scratch before the task fails.
-                    run.mailbox.report(.retrying(error))
-                    restart(output)
-                    return
-                }
-                var final = error
-                final.message = "\(error.message), again after downloading it a second time"
-                end(.failure(final), cancelling: &group)
-                return
-            }
-            end(.failure(error), cancelling: &group)
+            handle(.finalized(output: output, error), in: &group)
         }
     }
 
-    /// A piece of work ended: its result is applied, and its slot is kept for the next work of
-    /// its host while within the share, else given back.
+    /// A piece of work ended: what it did is told to the plan (a single output's bytes are
+    /// placed in its ranges first).
     private mutating func workEnded(_ work: RunWork, host: String, _ result: RunWorkResult, in group: inout ThrowingDiscardingTaskGroup<any Error>) {
-        running -= 1
-        handleResult(result, of: work, host: host, in: &group)
-        if ending == nil, heldTotal <= share, (queuedCount[host] ?? 0) > 0 {
-            useSlot(host, in: &group, reused: true)
-        } else {
-            releaseSlot(host)
-        }
-    }
-
-    private mutating func handleResult(_ result: RunWorkResult, of work: RunWork, host: String, in group: inout ThrowingDiscardingTaskGroup<any Error>) {
+        let ended: DownloadPlan.Ended
         switch result {
         case .done:
-            if case .segment(let output, _) = work, let writer = writers[output], writer.isComplete {
-                finalize(output, in: &group)
-            }
-            if case .segment = work { updateCap() }
+            guard case .segment(let output, _) = work else { return handle(.ended(work, host: host, .idle), in: &group) }
+            ended = .done(outputComplete: writers[output]?.isComplete ?? false)
         case .idle:
-            break
+            ended = .idle
         case .retry(let delay, let state):
-            retries[work] = state
-            startTimer(work, host: host, after: delay, in: &group)
+            ended = .retry(after: delay, state)
         case .pieceEnded(let pieceID, let error, let written, let resumed):
-            guard case .piece(let output, _) = work else { return }
-            pieceEnded(output: output, pieceID: pieceID, error: error, kept: written, resumed: resumed, host: host, in: &group)
+            guard case .piece(let output, _) = work else { return handle(.ended(work, host: host, .idle), in: &group) }
+            ended = pieceEnded(output: output, pieceID: pieceID, error: error, kept: written, resumed: resumed)
+        case .pieceWaits(let pieceID, let delay, let state):
+            if case .piece(let output, _) = work { singles[output]?.pieces[pieceID] = nil }
+            ended = .pieceWaits(delay, state)
         case .reResolve(let error):
-            // A stale URL stops new work; what is in flight finishes (its URLs work, its bytes count).
-            if ending == nil { ending = .success(.reResolve(error)) }
+            ended = .reResolve(error)
         case .resetOutput(let index, let error):
-            end(.success(.resetOutput(index, error)), cancelling: &group)
+            ended = .resetOutput(index, error)
         case .networkLost(let error):
-            end(.failure(TaskRun.NetworkUnavailable(error: error)), cancelling: &group)
+            ended = .networkLost(error)
         case .failed(let error):
-            end(.failure(error), cancelling: &group)
+            ended = .failed(error)
         }
+        handle(.ended(work, host: host, ended), in: &group)
     }
 
-    // MARK: - Slots and work
+    // MARK: - Acting
 
-    private mutating func enqueue(_ work: RunWork, demand: inout [String: Int], front: Bool = false) {
+    /// Tells the plan `event` and performs what it answers.
+    private mutating func handle(_ event: DownloadPlan.Event, in group: inout ThrowingDiscardingTaskGroup<any Error>) {
+        plan.handle(event, into: &actions)
+        perform(in: &group)
+    }
+
+    /// Performs the plan's actions in order (and those of the events they lead to, after them).
+    private mutating func perform(in group: inout ThrowingDiscardingTaskGroup<any Error>) {
+        var next = 0
+        while next < actions.count {
+            let action = actions[next]
+            next += 1
+            switch action {
+            case .start(let work, let host, let retry):
+                if !start(work, host: host, retry: retry, in: &group) { plan.handle(.startedNothing(host: host), into: &actions) }
+            case .queued(let work, let host):
+                if case .piece(let output, _) = work { singles[output]?.sharers += 1 }
+                run.mailbox.demand(host)
+            case .withdraw(let host, let count):
+                run.mailbox.withdraw(host, count)
+            case .giveBack(let host, let count):
+                run.mailbox.returned(host, count)
+            case .schedule(let work, let delay):
+                let run = self.run
+                group.addTask {
+                    try? await run.configuration.sleeper.sleep(for: delay)
+                    run.events.post(.due(work))
+                }
+            case .shareOut(let output, let connections):
+                shareOut(output, among: connections)
+            case .finalize(let output):
+                finalize(output)
+            case .updateCap:
+                updateCap()
+            case .retrying(let error):
+                run.mailbox.report(.retrying(error))
+            case .noteFailure(let output, let error, let attempt):
+                run.noteFailure(error, url: nil, attempt: attempt, urls: manifest.outputs[output].segments[0].urls)
+            case .restart(let output):
+                restart(output)
+            case .cancelAll:
+                group.cancelAll()
+                inFlight.cancelAll(on: run.services.engine)
+            }
+        }
+        actions.removeAll(keepingCapacity: true)
+    }
+
+    /// Adds work before the loop begins (its demand goes with the pass's first report).
+    private mutating func add(_ work: RunWork, demand: inout [String: Int]) {
         let host = host(of: work)
         if case .piece(let output, _) = work { singles[output]?.sharers += 1 }
-        if front {
-            var queue = FIFO<RunWork>()
-            queue.append(work)
-            while let next = queues[host]?.popFirst() { queue.append(next) }
-            queues[host] = queue
-        } else {
-            queues[host, default: FIFO()].append(work)
-        }
-        queuedCount[host, default: 0] += 1
+        // (Its ``DownloadPlan/Action/queued(_:host:)`` is answered by the report.)
+        plan.handle(.add(work, host: host, front: false), into: &actions)
         demand[host, default: 0] += 1
     }
 
@@ -311,35 +305,15 @@ struct DownloadLoop {
         return TaskRun.hostKey(url)
     }
 
-    /// Starts the next work of `host` on a slot held for it; `reused` when the slot came from
-    /// work that just ended (the scheduler hears that the demand went down).
-    private mutating func useSlot(_ host: String, in group: inout ThrowingDiscardingTaskGroup<any Error>, reused: Bool) {
-        // A granted slot already took one unit of the demand; any other work started (or
-        // found to need nothing) is withdrawn from it.
-        var covered = !reused
-        while ending == nil, let work = queues[host]?.popFirst() {
-            queuedCount[host, default: 1] -= 1
-            if covered { covered = false } else { run.mailbox.withdraw(host) }
-            if start(work, host: host, in: &group) { return }
-        }
-        releaseSlot(host)
-    }
-
-    private mutating func releaseSlot(_ host: String) {
-        guard let count = held[host], count > 0 else { return }
-        held[host] = count - 1
-        heldTotal -= 1
-        run.mailbox.returned(host)
-    }
-
     /// Starts `work` on a slot; returns false when there was nothing to do.
-    private mutating func start(_ work: RunWork, host: String, in group: inout ThrowingDiscardingTaskGroup<any Error>) -> Bool {
+    private mutating func start(
+        _ work: RunWork, host: String, retry: RetryState?, in group: inout ThrowingDiscardingTaskGroup<any Error>
+    ) -> Bool {
         let run = self.run
         switch work {
         case .segment(let output, let segment):
             guard let writer = writers[output], !writer.isDone(segment) else { return false }
-            let state = retries.removeValue(forKey: work) ?? resumeState(segment, of: writer)
-            running += 1
+            let state = retry ?? resumeState(segment, of: writer)
             if state == nil {
                 // The common case: the request goes out from here, its end comes back as an event.
                 let key = inFlight.reserve()
@@ -379,9 +353,6 @@ struct DownloadLoop {
                 start: plan.start, bound: TransferBound(end: plan.length ?? .max), attemptKey: attemptKey, isFirst: plan.isFirst)
             state.pieces[pieceID] = piece
             singles[output] = state
-            let retry = attemptKey.flatMap { pieceRetries.removeValue(forKey: $0) }
-            if let attemptKey, let retry { pieceRetries[attemptKey] = retry }
-            running += 1
             let key = inFlight.reserve()
             let inFlight = self.inFlight, events = run.events
             let start = run.startPiece(pieceID, piece, of: writer, retry: retry) { result in
@@ -548,11 +519,10 @@ struct DownloadLoop {
 
     // MARK: - Single outputs
 
-    private mutating func pieceEnded(
-        output: Int, pieceID: Int, error: DownloadError?, kept: Int64, resumed: Bool, host: String,
-        in group: inout ThrowingDiscardingTaskGroup<any Error>
-    ) {
-        guard var state = singles[output], let piece = state.pieces.removeValue(forKey: pieceID), let writer = writers[output] else { return }
+    /// A connection of a single output ended: its bytes are placed in the output's ranges, and
+    /// the plan hears what that means.
+    private mutating func pieceEnded(output: Int, pieceID: Int, error: DownloadError?, kept: Int64, resumed: Bool) -> DownloadPlan.Ended {
+        guard var state = singles[output], let piece = state.pieces.removeValue(forKey: pieceID), let writer = writers[output] else { return .idle }
         if kept > 0 {
             state.done.insert(piece.start..<piece.start + kept)
             state.countedBytes += kept
@@ -578,16 +548,11 @@ struct DownloadLoop {
             singles[output] = state
             writer.setDone(0)
             run.progress.finish(job: nil, bytes: 0, completesSegment: true)
-            finalize(output, in: &group)
-            return
+            return .pieceCompletedOutput
         }
         guard let error else {
             singles[output] = state
-            // This connection is free: it takes the next range (or half of the busiest one's rest).
-            var demand: [String: Int] = [:]
-            enqueue(.piece(output: output, attempt: nil), demand: &demand, front: true)
-            for (host, count) in demand { run.mailbox.demand(host, count) }
-            return
+            return .pieceFree(host: host(of: .piece(output: output, attempt: nil)))
         }
         if error.code == .rangeNotSupported, state.chunk != nil {
             // A rate limit's first range was answered with the whole file: the server serves no
@@ -596,10 +561,7 @@ struct DownloadLoop {
             forgetDone(&state)
             state.chunk = nil
             singles[output] = state
-            var demand: [String: Int] = [:]
-            enqueue(.piece(output: output, attempt: piece.attemptKey), demand: &demand, front: true)
-            for (host, count) in demand { run.mailbox.demand(host, count) }
-            return
+            return .rangesRefused(host: host(of: .piece(output: output, attempt: nil)))
         }
         if error.code == .rangeNotSupported {
             // The server no longer serves ranges of it: one request for everything, again.
@@ -608,62 +570,24 @@ struct DownloadLoop {
         }
         if !state.rangesAllowed, state.pieces.isEmpty { forgetDone(&state) }
         singles[output] = state
-        let key = piece.attemptKey ?? { nextAttemptKey += 1; return nextAttemptKey }()
         let urls = writer.output.segments[0].urls
-        var retry = pieceRetries.removeValue(forKey: key) ?? RetryState(
-            attempt: SegmentAttempt(
-                mirrorCount: urls.count, dead: Set(urls.indices.filter { run.shared.isDead(urls[$0]) }), sharesFile: true,
-                policy: run.policy, seed: run.seed("piece-\(output)-\(key)")),
-            next: .fetch(mirror: 0, fromScratch: false), checkpoint: nil)
         let shared = run.shared
+        let mirrors = DownloadPlan.Mirrors(
+            count: urls.count, dead: Set(urls.indices.filter { shared.isDead(urls[$0]) }), waits: urls.map { shared.wait(for: $0) },
+            hosts: urls.map(TaskRun.hostKey))
         // Progress forgives earlier failures only when its bytes are kept: bytes that the next
         // request asks for again (no ranges of this version) are none, or a server that cuts
         // every answer short would be asked again forever.
-        let kept = kept > 0 && state.rangesAllowed
-        let action = retry.attempt.next(after: .failed(error, progressed: kept, resumed: resumed)) { shared.wait(for: urls[$0]) }
-        run.noteFailure(error, url: nil, attempt: retry.attempt, urls: urls)
-        retry.next = action
-        switch action {
-        case .fetch:
-            run.mailbox.report(.retrying(error))
-            pieceRetries[key] = retry
-            var demand: [String: Int] = [:]
-            enqueue(.piece(output: output, attempt: key), demand: &demand, front: true)
-            for (host, count) in demand { run.mailbox.demand(host, count) }
-        case .wait(let delay, _, _):
-            run.mailbox.report(.retrying(error))
-            pieceRetries[key] = retry
-            startTimer(.piece(output: output, attempt: key), host: host, after: delay, in: &group)
-        case .waitForNetwork(let error):
-            end(.failure(TaskRun.NetworkUnavailable(error: error)), cancelling: &group)
-        case .reResolve(let error):
-            if ending == nil { ending = .success(.reResolve(error)) }
-        case .resetOutput(let error):
-            end(.success(.resetOutput(output, error)), cancelling: &group)
-        case .fail(let error):
-            end(.failure(error), cancelling: &group)
-        }
+        return .pieceFailed(error, progressed: kept > 0 && state.rangesAllowed, resumed: resumed, mirrors: mirrors)
     }
 
-    // MARK: - Ending
-
-    private mutating func startTimer(_ work: RunWork, host: String, after delay: Duration, in group: inout ThrowingDiscardingTaskGroup<any Error>) {
-        guard ending == nil else { return }
-        timers += 1
-        let run = self.run
-        group.addTask {
-            try? await run.configuration.sleeper.sleep(for: delay)
-            run.events.post(.due(work, host: host))
-        }
-    }
+    // MARK: - Finishing
 
     /// Finishes an output (``TaskRun/moveIntoPlace(_:)`` on the blocking executor, no task of its
     /// own); a file found at its place sends it to ``TaskRun/finalize(_:original:taken:)`` for
     /// another name.
-    private mutating func finalize(_ output: Int, in group: inout ThrowingDiscardingTaskGroup<any Error>) {
-        guard let writer = writers[output], !finalizing.contains(output), !finalized.contains(output)
-        else { return }
-        finalizing.insert(output)
+    private mutating func finalize(_ output: Int) {
+        guard let writer = writers[output] else { return }
         let run = self.run
         switch writer.kind {
         case .cacheOnly, .separate:
@@ -702,41 +626,15 @@ struct DownloadLoop {
         run.progress.discard(bytes: bytes, segments: writer.doneCount)
         writer.reset()
         FileOperations.remove(writer.partPath)
-        var demand: [String: Int] = [:]
         switch writer.kind {
         case .single:
             singles[output] = SingleOutputState()
-            enqueue(.piece(output: output, attempt: nil), demand: &demand)
+            plan.handle(.add(.piece(output: output, attempt: nil), host: host(of: .piece(output: output, attempt: nil)), front: false), into: &actions)
         default:
-            for segment in writer.pending { enqueue(.segment(output: output, segment: segment), demand: &demand) }
+            for segment in writer.pending {
+                let work = RunWork.segment(output: output, segment: segment)
+                plan.handle(.add(work, host: host(of: work), front: false), into: &actions)
+            }
         }
-        for (host, count) in demand { run.mailbox.demand(host, count) }
-    }
-
-    private mutating func end(_ outcome: Result<TaskRun.PassOutcome, any Error>, cancelling group: inout ThrowingDiscardingTaskGroup<any Error>) {
-        guard ending == nil || { if case .success(.reResolve) = ending! { return true } else { return false } }() else { return }
-        ending = outcome
-        group.cancelAll()
-        inFlight.cancelAll(on: run.services.engine)
-    }
-
-    /// The pass's outcome once it is over: every output finished, or an ending with nothing left
-    /// running.
-    private func finishedOutcome() -> Result<TaskRun.PassOutcome, any Error>? {
-        if let ending {
-            return running == 0 && finalizing.isEmpty ? ending : nil
-        }
-        let allFinished = writers.keys.allSatisfy { finalized.contains($0) }
-        return allFinished && running == 0 ? .success(.complete) : nil
-    }
-
-    /// The pass is over: slots and demand go back to the scheduler.
-    private mutating func giveBackEverything() {
-        for (host, count) in held where count > 0 { run.mailbox.returned(host, count) }
-        for (host, count) in queuedCount where count > 0 { run.mailbox.withdraw(host, count) }
-        held.removeAll()
-        heldTotal = 0
-        queues.removeAll()
-        queuedCount.removeAll()
     }
 }

@@ -105,12 +105,13 @@ extension TaskRun {
         case needsTask
     }
 
-    /// A segment's retry state before its first attempt.
-    private func initialState(_ index: Int, of writer: OutputWriter, urls: [URL]) -> RetryState {
+    /// A segment's retry state before its first attempt (`sharesFile`: a single output's
+    /// connection, whose bytes share its file).
+    private func initialState(_ index: Int, of writer: OutputWriter, urls: [URL], sharesFile: Bool = false) -> RetryState {
         let shared = self.shared
         var attempt = SegmentAttempt(
             mirrorCount: urls.count, dead: Set(urls.indices.filter { shared.isDead(urls[$0]) }),
-            sharesFile: writer.kind == .pieces, policy: policy, seed: seed(output: writer.index, segment: index))
+            sharesFile: sharesFile || writer.kind == .pieces, policy: policy, seed: seed(output: writer.index, segment: index))
         let next = attempt.start { shared.wait(for: urls[$0]) }
         return RetryState(attempt: attempt, next: next, checkpoint: nil)
     }
@@ -537,8 +538,8 @@ extension TaskRun {
 
     /// Remembers what a failure says about the URL for the other segments of the run: dead for
     /// good, or asked not to be asked before a time (`Retry-After`).
-    func noteFailure(_ error: DownloadError, url: URL?, attempt: SegmentAttempt, urls: [URL]) {
-        for dead in attempt.deadMirrors { shared.markDead(urls[dead]) }
+    func noteFailure(_ error: DownloadError, url: URL?, attempt: SegmentAttempt?, urls: [URL]) {
+        for dead in attempt?.deadMirrors ?? [] { shared.markDead(urls[dead]) }
         if let url, let retryAfter = error.retryAfter {
             shared.hold(url, until: .now + min(retryAfter, policy.maxRetryAfter))
         }
@@ -615,16 +616,24 @@ extension TaskRun {
     ) -> PieceStart {
         let segment = writer.output.segments[0]
         let urls = segment.urls
-        let mirror: Int
+        var mirror: Int
         switch retry?.next {
         case .fetch(let chosen, _), .wait(_, let chosen, _): mirror = chosen
         default: mirror = urls.indices.first { !shared.isDead(urls[$0]) } ?? 0
         }
-        if retry == nil, let delay = shared.wait(for: urls[mirror]) {
-            // A server asked not to be asked yet: wait (without the slot) and take the range then.
-            return .ended(.pieceEnded(pieceID: pieceID, error: DownloadError(
-                .httpStatus, "the server asked to wait \(delay) before asking again", url: urls[mirror].absoluteString,
-                httpStatus: 503, retryAfter: delay), written: 0, resumed: false))
+        if retry == nil, shared.wait(for: urls[mirror]) != nil {
+            // A server asked not to be asked yet: the piece's attempt takes another URL now, or
+            // waits (without the slot) and takes the range then.
+            var state = initialState(0, of: writer, urls: urls, sharesFile: true)
+            switch state.next {
+            case .fetch(let chosen, _):
+                mirror = chosen
+            case .wait(let delay, let chosen, let fromScratch):
+                state.next = .fetch(mirror: chosen, fromScratch: fromScratch)
+                return .ended(.pieceWaits(pieceID: pieceID, after: delay, state: state))
+            default:
+                break
+            }
         }
         if lookingAtCache, piece.isFirst, retry == nil, let cache = services.cache, cache.contains(cacheKey(0, of: writer)) {
             return .needsCache
@@ -693,8 +702,7 @@ extension TaskRun {
                 writer.written(piece.start..<piece.start + written)
             }
             let urls = writer.output.segments.urls(at: 0)
-            noteFailure(error, url: urls[mirror], attempt: retry?.attempt ?? SegmentAttempt(
-                mirrorCount: urls.count, sharesFile: true, policy: policy, seed: 0), urls: urls)
+            noteFailure(error, url: urls[mirror], attempt: retry?.attempt, urls: urls)
             return .pieceEnded(pieceID: pieceID, error: error, written: written, resumed: false)
         }
     }

@@ -36,7 +36,7 @@ enum RunEvent: Sendable {
     /// A piece of work ended.
     case finished(RunWork, host: String, RunWorkResult)
     /// A retry's wait is over: the work wants a slot again.
-    case due(RunWork, host: String)
+    case due(RunWork)
     /// A single output's first response told whether its ranges may be asked for, and how many
     /// more connections may share it.
     case resourceKnown(output: Int, rangesAllowed: Bool, connections: Int, roundTrip: Duration?)
@@ -139,6 +139,9 @@ enum RunWorkResult: Sendable {
     /// A connection of a single output ended: `written` bytes from its start are on disk;
     /// `error` when it ended early.
     case pieceEnded(pieceID: Int, error: DownloadError?, written: Int64, resumed: Bool)
+    /// A connection of a single output did not start: every URL must wait (a server's
+    /// `Retry-After`); it tries again after `after`, as `state` says.
+    case pieceWaits(pieceID: Int, after: Duration, state: RetryState)
     /// Every URL looks stale: resolve again.
     case reResolve(DownloadError)
     /// The resource changed under the output: start it over.
@@ -554,7 +557,12 @@ final class TaskRun: Sendable {
     }
 
     func seed(_ salt: String) -> UInt64 {
-        var seed = baseSeed
+        Self.seed(salt, base: baseSeed)
+    }
+
+    /// The seed named `salt` of a run whose base seed is `base`.
+    static func seed(_ salt: String, base: UInt64) -> UInt64 {
+        var seed = base
         for byte in salt.utf8 { seed = (seed ^ UInt64(byte)) &* 0x100_0000_01b3 }
         return seed
     }

@@ -87,6 +87,26 @@ import TesseraTesting
         }
     }
 
+    @Test func aFileWhoseServerAskedToWaitWaitsWithoutAnErrorOfItsOwn() async throws {
+        try await withManager(configure: { $0.maxConcurrentSegments = 1 }) { harness in
+            // Two files on one server, one transfer at a time: the first is answered 503 with
+            // Retry-After, so the second, next on the slot, finds its server asked to wait. It
+            // waits as asked, and the only error told is the server's (the run makes none up).
+            let fixture = harness.fixture("hold-next", outputs: 2)
+            harness.origin.inject(.status(503, retryAfter: "7"), at: harness.segmentPath("hold-next", 0, 0, size: 10_000), times: 1)
+            try await harness.manager.start(fixture.entity)
+            await harness.waitForState(fixture.id, .completed)
+            #expect(harness.outputsMatch(fixture))
+            let completed = await harness.sawEvent {
+                if case .taskStateChanged(let info, _) = $0 { return info.id == fixture.id && info.state == .completed } else { return false }
+            }
+            #expect(completed)
+            let errors = harness.log.errors(of: fixture.id)
+            #expect(errors.map(\.httpStatus) == [503], "\(errors.map(\.message))")
+            #expect(harness.sleeper.delays.count == 2, "\(harness.sleeper.delays)")
+        }
+    }
+
     @Test func aMirrorOnAnotherServerIsAskedAtOnce() async throws {
         try await withManager { harness in
             // The same origin under another name is another server as far as Retry-After goes.
