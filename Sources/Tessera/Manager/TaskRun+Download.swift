@@ -105,7 +105,6 @@ struct DownloadLoop {
                 for segment in writer.pending { add(.segment(output: index, segment: segment), demand: &demand) }
             }
         }
-        actions.removeAll(keepingCapacity: true)
         sentCap = run.initialCap(manifest)
         if !demanded { run.mailbox.report(.downloading(demand: demand, cap: sentCap)) }
         return try await withThrowingDiscardingTaskGroup { group in
@@ -289,8 +288,10 @@ struct DownloadLoop {
     private mutating func add(_ work: RunWork, demand: inout [String: Int]) {
         let host = host(of: work)
         if case .piece(let output, _) = work { singles[output]?.sharers += 1 }
-        // (Its ``DownloadPlan/Action/queued(_:host:)`` is answered by the report.)
+        // (Its ``DownloadPlan/Action/queued(_:host:)`` is answered by the report: dropped at
+        // once, so a pass of 100,000 segments does not grow the action buffer to 100,000.)
         plan.handle(.add(work, host: host, front: false), into: &actions)
+        actions.removeAll(keepingCapacity: true)
         demand[host, default: 0] += 1
     }
 
