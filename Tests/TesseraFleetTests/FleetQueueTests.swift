@@ -166,6 +166,38 @@ struct FleetQueueTests {
         }
     }
 
+    /// The claim is a statement prepared once per connection (planning it each time cost more
+    /// than running it: 0.7 ms against 0.4 ms with 100,000 queued), one round trip per claim.
+    @Test func theClaimIsPreparedOncePerConnection() async throws {
+        let server = try await PostgresTestServer.start()
+        var logger = Logger(label: "test")
+        logger.logLevel = .error
+        do {
+            // (One connection: the session the claims ran in is the one asked.)
+            let connection = try await FleetConnection.open(try FleetDatabase(url: server.url), connections: 1, logger: logger)
+            let queue = connection.queue
+            do {
+                try await queue.enqueue(Self.tasks(3) { $0 == 2 ? 1 : 0 })
+                let worker = try await queue.join(host: "a", pid: 1, port: nil, maxTasks: 3, lease: .seconds(30))
+                #expect(try await queue.claim(worker: worker, count: 1).map(\.key) == ["direct:t2"])
+                #expect(try await queue.claim(worker: worker, count: 1).map(\.key) == ["direct:t0"])
+                var prepared: [String] = []
+                for try await name in try await queue.client.query("SELECT name FROM pg_prepared_statements").decode(String.self) {
+                    prepared.append(name)
+                }
+                #expect(prepared == ["tessera_fleet_claim"])
+            } catch {
+                await connection.close()
+                throw error
+            }
+            await connection.close()
+        } catch {
+            await server.stop()
+            throw error
+        }
+        await server.stop()
+    }
+
     /// `EXPLAIN (ANALYZE, BUFFERS)` of a statement: its plan's lines.
     static func explain(_ query: PostgresQuery, on client: PostgresClient) async throws -> [String] {
         var lines: [String] = []
