@@ -60,6 +60,18 @@ struct FleetQueueTests {
         }
     }
 
+    /// The test server's crash (`pg_ctl -m immediate`, as the restart test does) keeps what was
+    /// committed, however soon after the commit it comes: with `synchronous_commit=off` the last
+    /// commits were still in the WAL buffers and the tasks of the queue vanished at recovery.
+    @Test func whatWasCommittedOutlivesTheTestServersCrash() async throws {
+        try await Self.withFleet { connection, server in
+            _ = try await connection.queue.enqueue(Self.tasks(6))
+            await server.kill()
+            try await server.restart()
+            #expect(await eventually(within: .seconds(20)) { (try? await connection.queue.counts())?["queued"] == 6 })
+        }
+    }
+
     @Test func anUnreachableServerIsNamedWithTheReason() async throws {
         let port = try LoopbackSocket(listening: false)
         defer { port.close() }
