@@ -5,6 +5,7 @@
 //   tessera-fleet-bench bench --tessera PATH   the targets: takeover after SIGKILL (lease 2 s
 //                                              and the defaults), enqueue to first byte, claims/s
 //                                              with 100,000 queued
+//   tessera-fleet-bench claims --tessera PATH  the claims/s rows only
 //
 // Everything runs on this machine: a PostgreSQL 15 of its own (PostgresTestServer), a loopback
 // origin, and real `tessera serve --fleet` processes; all of it is stopped at the end.
@@ -26,10 +27,10 @@ struct Failure: Error, CustomStringConvertible {
 }
 
 let arguments = CommandLine.arguments
-guard arguments.count >= 2, ["demo", "bench"].contains(arguments[1]),
+guard arguments.count >= 2, ["demo", "bench", "claims"].contains(arguments[1]),
     let tesseraIndex = arguments.firstIndex(of: "--tessera"), tesseraIndex + 1 < arguments.count
 else {
-    FileHandle.standardError.write(Data("usage: tessera-fleet-bench demo|bench --tessera PATH\n".utf8))
+    FileHandle.standardError.write(Data("usage: tessera-fleet-bench demo|bench|claims --tessera PATH\n".utf8))
     exit(2)
 }
 let tessera = arguments[tesseraIndex + 1]
@@ -200,10 +201,10 @@ func demo() async throws {
 
 // MARK: - make fleet-bench
 
-func bench() async throws {
+func bench(claimsOnly: Bool = false) async throws {
     var results: [(String, String, String)] = []
     // Takeover after SIGKILL, lease 2 s (test timing) and 15 s (the defaults).
-    for (lease, target) in [(2.0, 4.0), (15.0, 20.0)] {
+    for (lease, target) in claimsOnly ? [] : [(2.0, 4.0), (15.0, 20.0)] {
         let fleet = try await Fleet.start()
         do {
             for _ in 0..<3 { try fleet.startWorker(lease: lease) }
@@ -221,7 +222,7 @@ func bench() async throws {
         await fleet.stop()
     }
     // Enqueue to first byte: two idle workers, 40 downloads queued one at a time.
-    do {
+    if !claimsOnly {
         let fleet = try await Fleet.start()
         do {
             for _ in 0..<2 { try fleet.startWorker(lease: 15) }
@@ -305,7 +306,7 @@ func bench() async throws {
 }
 
 do {
-    if arguments[1] == "demo" { try await demo() } else { try await bench() }
+    if arguments[1] == "demo" { try await demo() } else { try await bench(claimsOnly: arguments[1] == "claims") }
 } catch {
     FileHandle.standardError.write(Data("tessera-fleet-bench: \(error)\n".utf8))
     exit(1)

@@ -190,29 +190,50 @@ public struct FleetQueue: Sendable {
     /// Claims up to `count` queued tasks, priority first, then the oldest: a CTE picks them
     /// `FOR UPDATE SKIP LOCKED` through the partial index (workers claiming at once never wait
     /// for each other or take the same row), and the UPDATE makes them this worker's under a new
-    /// epoch, only while the worker's own lease holds.
+    /// epoch, only while the worker's own lease holds. One round trip, a statement prepared once
+    /// per connection (``ClaimStatement``): planning it each time cost more than running it.
     public func claim(worker: Int64, count: Int) async throws -> [Claim] {
-        let rows = try await client.query(
-            """
+        var claims: [Claim] = []
+        for try await claim in try await client.execute(ClaimStatement(worker: worker, count: count), logger: logger) {
+            claims.append(claim)
+        }
+        return claims
+    }
+
+    /// The claim, prepared once per connection.
+    struct ClaimStatement: PostgresPreparedStatement {
+        static let name = "tessera_fleet_claim"
+        static let sql = """
             WITH next AS (
                 SELECT id FROM tessera_fleet_tasks
                 WHERE state = 'queued'
                 ORDER BY priority DESC, seq
-                LIMIT \(count)
+                LIMIT $2
                 FOR UPDATE SKIP LOCKED
             )
             UPDATE tessera_fleet_tasks t
-            SET state = 'running', owner = \(worker), epoch = t.epoch + 1, attempts = t.attempts + 1, command = NULL, updated_at = now()
+            SET state = 'running', owner = $1, epoch = t.epoch + 1, attempts = t.attempts + 1, command = NULL, updated_at = now()
             FROM next
             WHERE t.id = next.id
-              AND EXISTS (SELECT 1 FROM tessera_fleet_workers w WHERE w.id = \(worker) AND w.state = 'active' AND w.expires_at >= now())
+              AND EXISTS (SELECT 1 FROM tessera_fleet_workers w WHERE w.id = $1 AND w.state = 'active' AND w.expires_at >= now())
             RETURNING t.id, t.epoch, t.seq, t.entity, t.record
-            """, logger: logger)
-        var claims: [Claim] = []
-        for try await (key, epoch, sequence, entity, record) in rows.decode((String, Int64, Int64, String, String?).self) {
-            claims.append(Claim(key: key, epoch: epoch, sequence: sequence, entity: entity, record: record))
+            """
+        static let bindingDataTypes: [PostgresDataType] = [.int8, .int8]
+
+        var worker: Int64
+        var count: Int
+
+        func makeBindings() throws -> PostgresBindings {
+            var bindings = PostgresBindings(capacity: 2)
+            bindings.append(worker)
+            bindings.append(Int64(count))
+            return bindings
         }
-        return claims
+
+        func decodeRow(_ row: PostgresRow) throws -> Claim {
+            let (key, epoch, sequence, entity, record) = try row.decode((String, Int64, Int64, String, String?).self)
+            return Claim(key: key, epoch: epoch, sequence: sequence, entity: entity, record: record)
+        }
     }
 
     // MARK: - Adding

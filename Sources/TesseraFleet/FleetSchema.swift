@@ -21,9 +21,21 @@ import PostgresNIO
 ///   bloats the queue or its indexes.
 /// - `tessera_fleet_completions`: one row per (task, epoch) that completed: a double completion
 ///   would be two rows for a task (the tests count them).
+/// - Version 2, for status calls that never read every finished task: an index on
+///   `updated_at` (the daemons' once-a-second change poll), partial indexes of paused and of
+///   finished tasks (`tellWaiting`; `tellStopped`'s window in the order they finished), an
+///   index on the progress table's `updated_at`, and `tessera_fleet_counts`: the number of
+///   finished tasks by state, of completions and of tasks completed twice, kept by triggers in
+///   64 slots (by task key for a row's change, by backend for a batch of rows added: concurrent
+///   writers rarely share a row, and a batch does not update one row again and again) and
+///   summed by the status. A claim moves a task from `queued` to `running`, which no trigger
+///   counts: it pays nothing.
 public enum FleetSchema {
     /// The schema version this binary writes.
-    public static let version = 1
+    public static let version = 2
+
+    /// The finished states, as SQL (the partial index's predicate and the counted states).
+    static let finishedStates = "('completed', 'failed', 'invalid', 'removed')"
 
     /// The statements of each migration, by the version they lead to.
     static let migrations: [Int: [String]] = [
@@ -81,7 +93,92 @@ public enum FleetSchema {
                 PRIMARY KEY (task_id, epoch)
             )
             """,
-        ]
+        ],
+        2: [
+            "CREATE INDEX tessera_fleet_tasks_updated ON tessera_fleet_tasks (updated_at)",
+            "CREATE INDEX tessera_fleet_tasks_paused ON tessera_fleet_tasks (seq) WHERE state = 'paused'",
+            "CREATE INDEX tessera_fleet_tasks_stopped ON tessera_fleet_tasks (updated_at, seq) WHERE state IN \(finishedStates)",
+            "CREATE INDEX tessera_fleet_progress_updated ON tessera_fleet_progress (updated_at)",
+            """
+            CREATE TABLE tessera_fleet_counts (
+                name text NOT NULL,
+                slot integer NOT NULL,
+                n bigint NOT NULL,
+                PRIMARY KEY (name, slot)
+            )
+            """,
+            """
+            CREATE FUNCTION tessera_fleet_count(counted text, slot integer, delta bigint) RETURNS void LANGUAGE sql AS $$
+                INSERT INTO tessera_fleet_counts (name, slot, n) VALUES (counted, slot, delta)
+                ON CONFLICT (name, slot) DO UPDATE SET n = tessera_fleet_counts.n + EXCLUDED.n
+            $$
+            """,
+            // A task's change of state: in the slot of its key, so that a transaction changing
+            // many tasks spreads over the slots instead of updating one row again and again.
+            """
+            CREATE FUNCTION tessera_fleet_count_state_change() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF OLD.state IN \(finishedStates) THEN
+                    PERFORM tessera_fleet_count(OLD.state, hashtext(OLD.id) & 63, -1);
+                END IF;
+                IF NEW.state IN \(finishedStates) THEN
+                    PERFORM tessera_fleet_count(NEW.state, hashtext(NEW.id) & 63, 1);
+                END IF;
+                RETURN NULL;
+            END
+            $$
+            """,
+            """
+            CREATE TRIGGER tessera_fleet_tasks_count_update AFTER UPDATE OF state ON tessera_fleet_tasks
+            FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state AND (OLD.state IN \(finishedStates) OR NEW.state IN \(finishedStates)))
+            EXECUTE FUNCTION tessera_fleet_count_state_change()
+            """,
+            // Rows added or deleted: once per statement, by state (a batch is one upsert per state).
+            """
+            CREATE FUNCTION tessera_fleet_count_rows() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF TG_OP = 'INSERT' THEN
+                    PERFORM tessera_fleet_count(state, pg_backend_pid() & 63, count(*)) FROM added WHERE state IN \(finishedStates) GROUP BY state;
+                ELSE
+                    PERFORM tessera_fleet_count(state, pg_backend_pid() & 63, -count(*)) FROM gone WHERE state IN \(finishedStates) GROUP BY state;
+                END IF;
+                RETURN NULL;
+            END
+            $$
+            """,
+            """
+            CREATE TRIGGER tessera_fleet_tasks_count_insert AFTER INSERT ON tessera_fleet_tasks
+            REFERENCING NEW TABLE AS added FOR EACH STATEMENT EXECUTE FUNCTION tessera_fleet_count_rows()
+            """,
+            """
+            CREATE TRIGGER tessera_fleet_tasks_count_delete AFTER DELETE ON tessera_fleet_tasks
+            REFERENCING OLD TABLE AS gone FOR EACH STATEMENT EXECUTE FUNCTION tessera_fleet_count_rows()
+            """,
+            """
+            CREATE FUNCTION tessera_fleet_count_completions() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                PERFORM tessera_fleet_count('#completions', hashtext(NEW.task_id) & 63, 1);
+                -- (The task's second epoch to complete; epochs only grow. Compared by epoch:
+                -- an AFTER trigger sees every row its statement inserted.)
+                IF (SELECT count(*) FROM tessera_fleet_completions WHERE task_id = NEW.task_id AND epoch <= NEW.epoch) = 2 THEN
+                    PERFORM tessera_fleet_count('#doubles', hashtext(NEW.task_id) & 63, 1);
+                END IF;
+                RETURN NULL;
+            END
+            $$
+            """,
+            """
+            CREATE TRIGGER tessera_fleet_completions_count AFTER INSERT ON tessera_fleet_completions
+            FOR EACH ROW EXECUTE FUNCTION tessera_fleet_count_completions()
+            """,
+            // What a database of version 1 already holds.
+            """
+            INSERT INTO tessera_fleet_counts (name, slot, n)
+            SELECT state, 0, count(*) FROM tessera_fleet_tasks WHERE state IN \(finishedStates) GROUP BY state
+            UNION ALL SELECT '#completions', 0, count(*) FROM tessera_fleet_completions
+            UNION ALL SELECT '#doubles', 0, count(*) FROM (SELECT task_id FROM tessera_fleet_completions GROUP BY task_id HAVING count(*) > 1) d
+            """,
+        ],
     ]
 
     /// Creates or migrates the schema; throws when the database's schema is newer than this

@@ -75,34 +75,124 @@ public struct FleetTask: Sendable, Equatable {
 }
 
 extension FleetQueue {
-    /// Every task of the fleet in the queue's order (oldest first), with who holds the running
-    /// ones and their progress. `except`: keys to leave out (the tasks the asking worker runs).
+    // Every status call reads through an index: the unfinished tasks through the partial
+    // indexes of queued, running and paused ones (the queue's size), the finished ones as a
+    // window of the partial index in the order they finished, changes through `updated_at`,
+    // counts of finished tasks from `tessera_fleet_counts`. None reads every finished task.
+
+    /// Every unfinished task of the fleet (queued, running, paused) in the queue's order, with
+    /// who holds the running ones and their progress. `except`: keys to leave out (the tasks the
+    /// asking worker runs).
     public func tasks(except: Set<String> = []) async throws -> [FleetTask] {
-        try await tasks(updatedSince: nil).filter { !except.contains($0.info.id.description) }
+        try await read(Self.unfinishedQuery()).filter { !except.contains($0.info.id.description) }
     }
 
-    /// The tasks whose rows changed since `since` (seconds since 1970 by the database's clock;
-    /// every task when `nil`), and the database's time before they were read: the `since` of the
-    /// next call (a row written while they were read comes again then).
+    /// Finished tasks (completed, failed, invalid, removed) in the order they finished: `count`
+    /// from `offset`; a negative offset counts from the last (-1) backwards, as aria2's
+    /// `tellStopped` does.
+    public func stoppedTasks(offset: Int, count: Int) async throws -> [FleetTask] {
+        guard count > 0 else { return [] }
+        return try await read(Self.stoppedQuery(offset: offset, count: count))
+    }
+
+    /// One task by its key, through the primary key.
+    public func task(_ key: String) async throws -> FleetTask? {
+        try await read(Self.selectTasks(where: "t.id = ", key, order: "")).first
+    }
+
+    /// Every task's key (the primary key's index only, no row): read once by a daemon that
+    /// starts, so that it knows every GID without listing the tasks.
+    public func taskKeys() async throws -> [String] {
+        var keys: [String] = []
+        for try await key in try await client.query("SELECT id FROM tessera_fleet_tasks", logger: logger).decode(String.self) {
+            keys.append(key)
+        }
+        return keys
+    }
+
+    /// Tasks by queue state, and `#completions` (completions logged) and `#doubles` (tasks
+    /// completed more than once): unfinished ones counted through their partial indexes,
+    /// finished ones from the triggers' counts.
+    public func counts() async throws -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for try await (name, count) in try await client.query(Self.countsQuery(), logger: logger).decode((String, Int64).self) {
+            counts[name] = Int(clamping: count)
+        }
+        return counts
+    }
+
+    /// The tasks whose rows or progress changed since `since` (seconds since 1970 by the
+    /// database's clock; every unfinished task when `nil`), and the database's time before they
+    /// were read: the `since` of the next call (a row written while they were read comes again
+    /// then).
     public func changes(since: Double?) async throws -> (tasks: [FleetTask], now: Double) {
         var now = 0.0
         for try await seconds in try await client.query("SELECT extract(epoch FROM now())::float8", logger: logger).decode(Double.self) {
             now = seconds
         }
-        return (try await tasks(updatedSince: since), now)
+        guard let since else { return (try await read(Self.unfinishedQuery()), now) }
+        return (try await read(Self.changesQuery(since: since)), now)
     }
 
-    private func tasks(updatedSince since: Double?) async throws -> [FleetTask] {
-        let rows = try await client.query(
+    // MARK: The statements (internal: the tests EXPLAIN them)
+
+    static let taskColumns = """
+        SELECT t.id, t.state, t.title, t.group_key, t.record, t.last_error, w.id, w.host, w.pid, w.port, p.bytes_done, p.segments_done
+        """
+    static let taskJoins = """
+        LEFT JOIN tessera_fleet_workers w ON w.id = t.owner AND t.state = 'running'
+        LEFT JOIN tessera_fleet_progress p ON p.task_id = t.id AND p.epoch = t.epoch
+        """
+
+    static func selectTasks(where condition: String, _ value: String, order: String) -> PostgresQuery {
+        "\(unescaped: taskColumns) FROM tessera_fleet_tasks t \(unescaped: taskJoins) WHERE \(unescaped: condition)\(value) \(unescaped: order)"
+    }
+
+    static func unfinishedQuery() -> PostgresQuery {
+        """
+        \(unescaped: taskColumns)
+        FROM (SELECT * FROM tessera_fleet_tasks WHERE state = 'queued'
+              UNION ALL SELECT * FROM tessera_fleet_tasks WHERE state = 'running'
+              UNION ALL SELECT * FROM tessera_fleet_tasks WHERE state = 'paused') t
+        \(unescaped: taskJoins)
+        ORDER BY t.seq
+        """
+    }
+
+    static func stoppedQuery(offset: Int, count: Int) -> PostgresQuery {
+        let direction = offset >= 0 ? "" : " DESC"
+        let skip = offset >= 0 ? offset : -(offset + 1)
+        return """
+            \(unescaped: taskColumns)
+            FROM (SELECT * FROM tessera_fleet_tasks WHERE state IN \(unescaped: FleetSchema.finishedStates)
+                  ORDER BY updated_at\(unescaped: direction), seq\(unescaped: direction) OFFSET \(skip) LIMIT \(min(count, 100_000))) t
+            \(unescaped: taskJoins)
+            ORDER BY t.updated_at\(unescaped: direction), t.seq\(unescaped: direction)
             """
-            SELECT t.id, t.state, t.title, t.group_key, t.record, t.last_error, w.id, w.host, w.pid, w.port,
-                   p.bytes_done, p.segments_done
-            FROM tessera_fleet_tasks t
-            LEFT JOIN tessera_fleet_workers w ON w.id = t.owner AND t.state = 'running'
-            LEFT JOIN tessera_fleet_progress p ON p.task_id = t.id AND p.epoch = t.epoch
-            WHERE \(since)::float8 IS NULL OR t.updated_at > to_timestamp(\(since)::float8)
-            ORDER BY t.seq
-            """, logger: logger)
+    }
+
+    static func changesQuery(since: Double) -> PostgresQuery {
+        """
+        \(unescaped: taskColumns)
+        FROM tessera_fleet_tasks t
+        \(unescaped: taskJoins)
+        WHERE t.id IN (SELECT id FROM tessera_fleet_tasks WHERE updated_at > to_timestamp(\(since)::float8)
+                       UNION SELECT task_id FROM tessera_fleet_progress WHERE updated_at > to_timestamp(\(since)::float8))
+        ORDER BY t.seq
+        """
+    }
+
+    static func countsQuery() -> PostgresQuery {
+        """
+        SELECT 'queued', count(*) FROM tessera_fleet_tasks WHERE state = 'queued'
+        UNION ALL SELECT 'running', count(*) FROM tessera_fleet_tasks WHERE state = 'running'
+        UNION ALL SELECT 'paused', count(*) FROM tessera_fleet_tasks WHERE state = 'paused'
+        UNION ALL SELECT name, sum(n)::bigint FROM tessera_fleet_counts GROUP BY name
+        """
+    }
+
+    private func read(_ query: PostgresQuery) async throws -> [FleetTask] {
+        let rows = try await client.query(query, logger: logger)
         var tasks: [FleetTask] = []
         for try await (key, state, title, group, record, error, worker, host, pid, port, bytes, segments) in rows.decode(
             (String, String, String, String?, String?, String?, Int64?, String?, Int?, Int?, Int64?, Int?).self)

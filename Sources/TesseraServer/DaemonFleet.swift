@@ -4,20 +4,32 @@ import Tessera
 /// tasks the other workers run or the queue keeps, and commands that reach a task wherever it
 /// runs. With one, `tellStatus`, `tellActive`, `tellWaiting`, `tellStopped`, `getGlobalStat`
 /// and `/api/tasks` cover the whole fleet, `pause`, `unpause` and `remove` act on a task held by
-/// another worker, and the WebSocket's notifications come from ``changes(since:)`` for every
-/// task of the fleet (`/events`, hence the dashboard, still follow this worker's manager).
+/// another worker, and the WebSocket's notifications and `/events` (hence the dashboard) come
+/// from ``changes(since:)`` for every task of the fleet, `/events` with the workers' health
+/// (``workers()``).
 ///
 /// What every implementation must do:
-/// - ``tasks()`` leaves out the tasks this daemon's manager runs (the daemon shows those from
-///   its manager, live) and gives the others in the order they were added.
+/// - ``tasks()`` gives the unfinished tasks (waiting, running, paused) in the order they were
+///   added, leaving out those this daemon's manager runs (the daemon shows those from its
+///   manager, live); finished ones come by windows (``stoppedTasks(offset:count:)``) and counts
+///   (``stoppedCount()``), so that no status call reads every finished task of the fleet.
 /// - A command on a task another worker runs reaches that worker (at its next heartbeat at the
 ///   latest); on a task nobody runs it takes effect at once. It returns whether the fleet knows
 ///   the task in a state the command applies to.
 public protocol DaemonFleet: Sendable {
     /// This worker's name in the fleet (`host:pid`), shown beside the tasks it runs.
     var worker: String { get }
-    /// The fleet's tasks that this daemon's manager does not run.
+    /// The fleet's unfinished tasks that this daemon's manager does not run.
     func tasks() async throws -> [DaemonFleetTask]
+    /// The fleet's finished tasks in the order they finished: `count` from `offset` (a negative
+    /// offset counts from the last backwards), as aria2's `tellStopped` asks.
+    func stoppedTasks(offset: Int, count: Int) async throws -> [DaemonFleetTask]
+    /// How many tasks of the fleet are finished.
+    func stoppedCount() async throws -> Int
+    /// One task of the fleet, whatever its state.
+    func task(_ id: DownloadTaskID) async throws -> DaemonFleetTask?
+    /// Every task's ID (read once, to know the GIDs of tasks finished before the daemon started).
+    func taskIDs() async throws -> [DownloadTaskID]
     /// The fleet's tasks, this worker's included, whose state may have changed since `cursor`
     /// (every task when `nil`), and the cursor to ask with next (a task may come again
     /// unchanged).
@@ -29,6 +41,66 @@ public protocol DaemonFleet: Sendable {
     /// Removes a task wherever it runs; its owner deletes its partial files (and with
     /// `deletingFiles` its outputs).
     func remove(_ id: DownloadTaskID, deletingFiles: Bool) async throws -> Bool
+    /// The fleet's workers with their health (the active ones and those that left or died
+    /// lately).
+    func workers() async throws -> [DaemonFleetWorker]
+}
+
+extension DaemonFleet {
+    /// No workers to show.
+    public func workers() async throws -> [DaemonFleetWorker] { [] }
+
+    /// The finished tasks among ``tasks()`` (a fleet whose ``tasks()`` gives them).
+    public func stoppedTasks(offset: Int, count: Int) async throws -> [DaemonFleetTask] {
+        Aria2RPC.window(try await tasks().filter { $0.info.state.isFinal }, offset: offset, count: count)
+    }
+
+    /// The finished tasks among ``tasks()``, counted.
+    public func stoppedCount() async throws -> Int {
+        try await tasks().count { $0.info.state.isFinal }
+    }
+
+    /// The task among ``tasks()``.
+    public func task(_ id: DownloadTaskID) async throws -> DaemonFleetTask? {
+        try await tasks().first { $0.info.id == id }
+    }
+
+    /// The IDs of ``tasks()``.
+    public func taskIDs() async throws -> [DownloadTaskID] {
+        try await tasks().map(\.info.id)
+    }
+}
+
+/// A worker of the fleet as the dashboard shows it.
+public struct DaemonFleetWorker: Sendable, Equatable {
+    /// `host:pid`, as tasks name the worker that runs them.
+    public var name: String
+    /// Its host.
+    public var host: String
+    /// Its pid.
+    public var pid: Int
+    /// Its RPC port, when it told.
+    public var port: Int?
+    /// `alive`, `late` (missed a heartbeat), `dead` (lease ended) or `gone` (left gracefully).
+    public var health: String
+    /// Seconds since its last heartbeat, by the database's clock.
+    public var secondsSinceHeartbeat: Double
+    /// The running tasks it holds.
+    public var tasks: Int
+    /// How many it may run (`-j`).
+    public var maxTasks: Int
+
+    /// A worker.
+    public init(name: String, host: String, pid: Int, port: Int?, health: String, secondsSinceHeartbeat: Double, tasks: Int, maxTasks: Int) {
+        self.name = name
+        self.host = host
+        self.pid = pid
+        self.port = port
+        self.health = health
+        self.secondsSinceHeartbeat = secondsSinceHeartbeat
+        self.tasks = tasks
+        self.maxTasks = maxTasks
+    }
 }
 
 /// A task of the fleet that another worker runs or the queue keeps.

@@ -50,6 +50,18 @@ public enum EventJSON {
         }
     }
 
+    /// The object for an event of a fleet's worker: a task's object names `worker` (`host:pid`),
+    /// the worker whose manager runs it.
+    public static func object(for event: DownloadEvent, worker: String?) -> RPCValue {
+        let object = object(for: event)
+        guard let worker, case .object(var members) = object else { return object }
+        switch event {
+        case .taskAdded, .taskStateChanged, .taskProgress, .taskMerge: members["worker"] = .string(worker)
+        default: break
+        }
+        return .object(members)
+    }
+
     /// A merge step's object: `status` (`started`, `merged`, `failed`, `interrupted` or
     /// `skipped`), the merged file's `path` (planned or made) and `size`, the `inputs` merged,
     /// and a `message` when it did not happen.
@@ -75,6 +87,25 @@ public enum EventJSON {
         var object = taskFields(type, info)
         if let worker { object["worker"] = .string(worker) }
         return .object(object)
+    }
+
+    /// The fleet's workers (`type` `workers`), each with `name` (`host:pid`), `host`, `pid`,
+    /// `port`, `health` (`alive`, `late`, `dead`, `gone`), `heartbeatSecondsAgo` (by the
+    /// database's clock), `tasks` held and `maxTasks`: the whole list each time.
+    public static func workers(_ workers: [DaemonFleetWorker]) -> RPCValue {
+        .object([
+            "type": "workers",
+            "workers": .array(workers.map { worker in
+                var object: [String: RPCValue] = [
+                    "name": .string(worker.name), "host": .string(UntrustedText.printable(worker.host, limit: 80)),
+                    "pid": .int(Int64(worker.pid)), "health": .string(worker.health),
+                    "heartbeatSecondsAgo": .double(worker.secondsSinceHeartbeat.isFinite ? max(0, worker.secondsSinceHeartbeat) : 0),
+                    "tasks": .int(Int64(worker.tasks)), "maxTasks": .int(Int64(worker.maxTasks)),
+                ]
+                if let port = worker.port { object["port"] = .int(Int64(port)) }
+                return .object(object)
+            }),
+        ])
     }
 
     /// A group's object (`type` `group`).

@@ -64,12 +64,17 @@ public actor TesseraDaemon {
     /// Downloads removed over RPC: aria2 lists them as `removed` until their result is purged.
     private var removed: [(gid: String, status: Aria2Mapping.Status)] = []
     private var taskByGID: [String: DownloadTaskID] = [:]
+    /// The GIDs of the fleet's tasks this daemon has seen (every task's at the fleet watch's
+    /// first reading, then each changed one's): a GID is looked up by the task's key.
+    private var fleetTaskByGID: [String: DownloadTaskID] = [:]
     private var groupByGID: [String: String] = [:]
     private var pump: Task<Void, Never>?
     /// Reads the fleet's changes for the notifications (with a fleet only).
     private var fleetWatch: Task<Void, Never>?
     /// Who receives the fleet's notifications (WebSocket connections), by a number of their own.
     private nonisolated let fleetListeners = Locked<(next: Int, all: [Int: AsyncStream<RPCValue>.Continuation])>((0, [:]))
+    /// Who receives the fleet's `/events` objects (its other workers' tasks, the workers).
+    private nonisolated let fleetEventListeners = Locked<(next: Int, all: [Int: AsyncStream<RPCValue>.Continuation])>((0, [:]))
     /// How often the fleet's changes are read for the notifications.
     static let fleetWatchInterval: Duration = .seconds(1)
     /// A random identifier of this run (`aria2.getSessionInfo`).
@@ -97,7 +102,7 @@ public actor TesseraDaemon {
             for await event in events { metrics.record(event) }
         }
         if let fleet = configuration.fleet {
-            let listeners = fleetListeners, logger = self.logger
+            let listeners = fleetListeners, eventListeners = fleetEventListeners, logger = self.logger
             fleetWatch = Task {
                 var notifier = Aria2FleetNotifier()
                 var cursor: Double?
@@ -105,14 +110,18 @@ public actor TesseraDaemon {
                     do {
                         // (Read again from a little before the last reading: a write that
                         // committed late is not missed; one read twice changes nothing.)
+                        if cursor == nil { self.learn(try await fleet.taskIDs()) }
                         let (tasks, now) = try await fleet.changes(since: cursor.map { $0 - 2 })
+                        self.learn(tasks.map(\.info.id))
+                        let first = cursor == nil
                         cursor = now
                         let notifications = notifier.read(tasks.map { (Aria2GID.of($0.info.id), Aria2Mapping.status(of: $0.info.state)) })
-                        if !notifications.isEmpty {
-                            for listener in listeners.withLock({ Array($0.all.values) }) {
-                                for notification in notifications { listener.yield(notification) }
-                            }
-                        }
+                        Self.broadcast(notifications, to: listeners)
+                        // `/events`: the tasks this worker does not run (its manager's events
+                        // tell those, live) and the workers' health, once a second.
+                        var events = first ? [] : tasks.filter { $0.worker != fleet.worker }.map { EventJSON.task("task", $0.info, worker: $0.worker) }
+                        if let workers = try? await fleet.workers() { events.append(EventJSON.workers(workers)) }
+                        Self.broadcast(events, to: eventListeners)
                     } catch {
                         logger.debug("the fleet's changes could not be read", metadata: ["error": "\(error)"])
                     }
@@ -127,15 +136,34 @@ public actor TesseraDaemon {
     /// from its manager's events). The stream ends at ``shutdown()``.
     public nonisolated func fleetNotifications() -> AsyncStream<RPCValue>? {
         guard configuration.fleet != nil else { return nil }
+        return Self.subscribe(fleetListeners)
+    }
+
+    /// `/events` objects of the fleet read once a second from its database: every change of a
+    /// task this worker does not run (`task`, with the worker running it) and the workers with
+    /// their health (`workers`); `nil` for a daemon of its own. The stream ends at
+    /// ``shutdown()``.
+    public nonisolated func fleetEvents() -> AsyncStream<RPCValue>? {
+        guard configuration.fleet != nil else { return nil }
+        return Self.subscribe(fleetEventListeners)
+    }
+
+    private static func subscribe(_ listeners: Locked<(next: Int, all: [Int: AsyncStream<RPCValue>.Continuation])>) -> AsyncStream<RPCValue> {
         let (stream, continuation) = AsyncStream.makeStream(of: RPCValue.self, bufferingPolicy: .bufferingNewest(4096))
-        let key = fleetListeners.withLock { listeners in
+        let key = listeners.withLock { listeners in
             defer { listeners.next += 1 }
             listeners.all[listeners.next] = continuation
             return listeners.next
         }
-        let listeners = fleetListeners
         continuation.onTermination = { _ in _ = listeners.withLock { $0.all.removeValue(forKey: key) } }
         return stream
+    }
+
+    private static func broadcast(_ values: [RPCValue], to listeners: Locked<(next: Int, all: [Int: AsyncStream<RPCValue>.Continuation])>) {
+        guard !values.isEmpty else { return }
+        for listener in listeners.withLock({ Array($0.all.values) }) {
+            for value in values { listener.yield(value) }
+        }
     }
 
     /// Waits for the event count to end (call after the manager's shutdown).
@@ -147,6 +175,7 @@ public actor TesseraDaemon {
         await fleetWatch?.value
         fleetWatch = nil
         for listener in fleetListeners.withLock({ Array($0.all.values) }) { listener.finish() }
+        for listener in fleetEventListeners.withLock({ Array($0.all.values) }) { listener.finish() }
     }
 
     /// Tells the daemon where its server listens, for the documents it serves to its own tasks.
@@ -363,8 +392,19 @@ public actor TesseraDaemon {
         await reindex()
         if let id = taskByGID[gid], let info = await manager.check(id) { return .task(info) }
         if let key = groupByGID[gid], let group = await manager.checkGroup(key) { return .group(group) }
-        if let task = await fleetTasks().first(where: { Aria2GID.of($0.info.id) == gid }) { return .fleet(task) }
+        if let fleet = configuration.fleet {
+            if let id = fleetTaskByGID[gid], let task = try? await fleet.task(id) { return .fleet(task) }
+            // (Added by another worker since the last reading of the changes.)
+            let tasks = await fleetTasks()
+            learn(tasks.map(\.info.id))
+            if let task = tasks.first(where: { Aria2GID.of($0.info.id) == gid }) { return .fleet(task) }
+        }
         throw Aria2Error.notFound(gid)
+    }
+
+    /// Learns the GIDs of tasks of the fleet.
+    private func learn(_ ids: [DownloadTaskID]) {
+        for id in ids { fleetTaskByGID[Aria2GID.of(id)] = id }
     }
 
     /// The fleet's tasks this daemon's manager does not run (none without a fleet, or while its
@@ -375,6 +415,31 @@ public actor TesseraDaemon {
             return try await fleet.tasks()
         } catch {
             logger.warning("the fleet's tasks could not be read", metadata: ["error": "\(error)"])
+            return []
+        }
+    }
+
+    /// The fleet's unfinished tasks this daemon's manager does not run, then its `last` finished
+    /// ones (oldest first): what `/events` and `/api/tasks` start with.
+    func fleetTasksShown(lastFinished last: Int = 100) async -> [DaemonFleetTask] {
+        guard let fleet = configuration.fleet else { return [] }
+        let unfinished = await fleetTasks()
+        do {
+            return unfinished + (try await fleet.stoppedTasks(offset: -1, count: last)).reversed()
+        } catch {
+            logger.warning("the fleet's finished tasks could not be read", metadata: ["error": "\(error)"])
+            return unfinished
+        }
+    }
+
+    /// The fleet's workers with their health (none without a fleet, or while its database
+    /// cannot be read).
+    func fleetWorkers() async -> [DaemonFleetWorker] {
+        guard let fleet = configuration.fleet else { return [] }
+        do {
+            return try await fleet.workers()
+        } catch {
+            logger.warning("the fleet's workers could not be read", metadata: ["error": "\(error)"])
             return []
         }
     }
@@ -469,8 +534,29 @@ public actor TesseraDaemon {
         }
     }
 
+    /// aria2's `tellStopped` window: with a fleet, its finished tasks (the fleet's database keeps
+    /// every task's result; this worker's too) as the database windows them; without one, the
+    /// finished among ``allStatuses()``.
+    public func stoppedStatuses(offset: Int, count: Int) async -> [Aria2Mapping.Status] {
+        guard let fleet = configuration.fleet else {
+            return Aria2RPC.window(await allStatuses().filter { Self.stoppedStatuses.contains($0.status) }, offset: offset, count: count)
+        }
+        do {
+            let tasks = try await fleet.stoppedTasks(offset: offset, count: count)
+            learn(tasks.map(\.info.id))
+            return tasks.map(status(of:))
+        } catch {
+            logger.warning("the fleet's finished tasks could not be read", metadata: ["error": "\(error)"])
+            return []
+        }
+    }
+
+    /// aria2's statuses of finished downloads.
+    static let stoppedStatuses: Set<String> = ["complete", "error", "removed"]
+
     /// Every download in aria2's terms: tasks in the order they were added, then groups, then
-    /// the removed ones.
+    /// the removed ones. With a fleet, the fleet's unfinished tasks (its finished ones come
+    /// from ``stoppedStatuses(offset:count:)``).
     public func allStatuses() async -> [Aria2Mapping.Status] {
         let tasks = await manager.checkAll()
         let groups = await manager.checkAllGroups()
@@ -694,7 +780,15 @@ public actor TesseraDaemon {
         let all = await allStatuses().filter { !$0.tesseraID.hasPrefix("group:") }
         let active = all.filter { $0.status == "active" }
         let waiting = all.filter { $0.status == "waiting" || $0.status == "paused" }
-        let stopped = all.count - active.count - waiting.count
+        var stopped = all.count - active.count - waiting.count
+        if let fleet = configuration.fleet {
+            // (The fleet's database counts its finished tasks, this worker's included.)
+            do {
+                stopped = try await fleet.stoppedCount()
+            } catch {
+                logger.warning("the fleet's finished tasks could not be counted", metadata: ["error": "\(error)"])
+            }
+        }
         let speed = active.reduce(Int64(0)) { $0.addingReportingOverflow($1.downloadSpeed).overflow ? Int64.max : $0 + $1.downloadSpeed }
         return [
             "downloadSpeed": String(speed), "uploadSpeed": "0", "numActive": String(active.count),

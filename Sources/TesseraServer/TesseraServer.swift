@@ -122,9 +122,10 @@ public struct TesseraServer: Sendable {
         router.get("/api/tasks") { request, _ -> Response in
             guard Self.authorized(request, daemon) else { return Self.unauthorized() }
             let tasks = await daemon.manager.checkAll()
-            // A fleet's worker shows the fleet's other tasks too, each with the worker running it.
+            // A fleet's worker shows the fleet's other tasks too, each with the worker running it
+            // (the unfinished ones and the last 100 finished).
             let local = Set(tasks.map(\.id))
-            let fleet = await daemon.fleetTasks().filter { !local.contains($0.info.id) }
+            let fleet = await daemon.fleetTasksShown().filter { !local.contains($0.info.id) }
             let here = daemon.configuration.fleet?.worker
             return Self.json(.array(
                 tasks.map { EventJSON.task("task", $0, worker: here) } + fleet.map { EventJSON.task("task", $0.info, worker: $0.worker) }))
@@ -152,20 +153,48 @@ public struct TesseraServer: Sendable {
         }
         router.get("/events") { request, _ -> Response in
             guard Self.authorized(request, daemon) else { return Self.unauthorized() }
+            // A fleet's worker: its manager's tasks named with this worker, the fleet's other
+            // tasks with theirs, the workers' health; then its manager's events and the fleet's
+            // changes read once a second (a task it lets go is the fleet's to tell, not removed).
+            let here = daemon.configuration.fleet?.worker
             let events = Self.untilGracefulShutdown(daemon.manager.events())
+            let fleetEvents = daemon.fleetEvents()
             let snapshot = await daemon.manager.checkAll()
             let groups = await daemon.manager.checkAllGroups()
+            let local = Set(snapshot.map(\.id))
+            let others = await daemon.fleetTasksShown().filter { !local.contains($0.info.id) }
+            let workers = here == nil ? nil : await daemon.fleetWorkers()
+            let (stream, continuation) = AsyncStream.makeStream(of: RPCValue.self, bufferingPolicy: .bufferingNewest(4096))
+            let relays = [
+                Task {
+                    for await event in events.stream {
+                        if here != nil, case .taskRemoved = event { continue }
+                        continuation.yield(EventJSON.object(for: event, worker: here))
+                    }
+                    continuation.finish()
+                },
+                Task {
+                    guard let fleetEvents else { return }
+                    for await object in fleetEvents { continuation.yield(object) }
+                },
+            ]
+            continuation.onTermination = { _ in
+                events.stop()
+                for relay in relays { relay.cancel() }
+            }
             var headers = HTTPFields()
             headers[.contentType] = "text/event-stream"
             headers[.cacheControl] = "no-cache"
             return Response(status: .ok, headers: headers, body: ResponseBody { writer in
                 // What is there now first, then every change; ends with the server.
-                for info in snapshot { try await writer.write(Self.serverSentEvent(EventJSON.task("task_added", info))) }
+                for info in snapshot { try await writer.write(Self.serverSentEvent(EventJSON.task("task_added", info, worker: here))) }
+                for task in others { try await writer.write(Self.serverSentEvent(EventJSON.task("task_added", task.info, worker: task.worker))) }
+                if let workers { try await writer.write(Self.serverSentEvent(EventJSON.workers(workers))) }
                 for group in groups { try await writer.write(Self.serverSentEvent(EventJSON.group(group))) }
-                for await event in events.stream {
-                    guard (try? await writer.write(Self.serverSentEvent(EventJSON.object(for: event)))) != nil else { break }
+                for await object in stream {
+                    guard (try? await writer.write(Self.serverSentEvent(object))) != nil else { break }
                 }
-                events.stop()
+                continuation.finish()
                 try await writer.finish(nil)
             })
         }

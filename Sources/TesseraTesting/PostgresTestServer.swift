@@ -6,8 +6,9 @@ import Glibc
 #endif
 
 /// A PostgreSQL 15 server of a test's own: a fresh cluster in a temporary directory (`initdb`,
-/// trust authentication, user `tessera`), on 127.0.0.1 and a port of its own, `fsync=off`,
-/// stopped with `pg_ctl -m immediate` and deleted by ``stop()``. For the fleet's tests, its demo
+/// trust authentication, user `tessera`), on 127.0.0.1 and a port of its own, `fsync=off`
+/// (commits synchronous: what was committed outlives ``kill()``), stopped with
+/// `pg_ctl -m immediate` and deleted by ``stop()``. For the fleet's tests, its demo
 /// and its benchmark.
 ///
 /// `initdb` refuses root: as root, the cluster belongs to the `postgres` system user (the
@@ -106,7 +107,10 @@ package final class PostgresTestServer: Sendable {
     }
 
     private func startProcess() throws {
-        let options = "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off -c synchronous_commit=off "
+        // (No `synchronous_commit=off`: a commit then stays in the WAL buffers for up to three
+        // `wal_writer_delay`s, and ``kill()`` right after it loses it at recovery, as a fleet's
+        // tasks vanished once. With `fsync=off` a synchronous commit is one write(), no sync.)
+        let options = "-p \(port) -k \(directory) -c listen_addresses=127.0.0.1 -c fsync=off "
             + "-c full_page_writes=off -c max_connections=300 -c shared_buffers=64MB"
         let result = try Self.run(
             Self.binaries + "/pg_ctl", ["-D", directory + "/data", "-l", directory + "/log", "-o", options, "-w", "-t", "60", "start"],

@@ -112,3 +112,19 @@ import Testing
         #expect(FleetLeasePolicy.Timing(lease: .seconds(2), heartbeat: .seconds(2), margin: .zero, claimPoll: .seconds(1)).problem != nil)
     }
 }
+
+/// A worker's health as `fleet status` and the dashboard show it, from its row's times.
+@Suite struct FleetWorkerHealthTests {
+    @Test func aWorkerIsAliveLateDeadOrGoneByItsHeartbeatAndLease() {
+        func health(_ state: String, since: Double, expiry: Double) -> FleetStatus.Worker.Health {
+            FleetStatus.Worker.health(state: state, secondsSinceHeartbeat: since, secondsToExpiry: expiry, lease: 15)
+        }
+        #expect(health("active", since: 1, expiry: 14) == .alive)
+        // A heartbeat every 5 s, a margin of 3 s: one missed past 8 s.
+        #expect(health("active", since: 8, expiry: 7) == .alive)
+        #expect(health("active", since: 8.5, expiry: 6.5) == .late)
+        #expect(health("active", since: 15.5, expiry: -0.5) == .dead)
+        #expect(health("dead", since: 40, expiry: -25) == .dead)
+        #expect(health("gone", since: 2, expiry: -2) == .gone)
+    }
+}

@@ -22,6 +22,14 @@ struct FleetWorkerRPCTests {
         try #require(try await worker.call("aria2.tellStatus", [gid]) as? [String: Any])
     }
 
+    /// The JSON objects of a server-sent event stream's text.
+    static func objects(_ text: String) -> [[String: Any]] {
+        text.components(separatedBy: "\n\n").compactMap { event in
+            guard event.hasPrefix("data: ") else { return nil }
+            return (try? JSONSerialization.jsonObject(with: Data(event.dropFirst(6).utf8))) as? [String: Any]
+        }
+    }
+
     /// The GIDs a `tell…` call on `worker` lists.
     static func gids(_ worker: FleetHarness.Worker, _ method: String, _ params: [Any] = []) async throws -> [String] {
         ((try await worker.call(method, params) as? [[String: Any]]) ?? []).compactMap { $0["gid"] as? String }
@@ -50,11 +58,30 @@ struct FleetWorkerRPCTests {
                 return Int(stat?["numActive"] as? String ?? "") == 1
             })
 
+            // Its /events (the dashboard's stream) shows the task with the worker running it, its
+            // progress as it goes, and both workers alive.
+            let owning = try #require(fleet.worker(pid: owner))
+            let events = try LoopbackHTTP.stream(port: try #require(await other.port()), path: "/events")
+            defer { events.close() }
+            let ownerName = "\(ProcessInfo.processInfo.hostName):\(owner)"
+            let seen = await eventually(within: .seconds(15)) {
+                let objects = Self.objects(events.text)
+                let shown = objects.filter { $0["id"] as? String == key && $0["worker"] as? String == ownerName }
+                let workers = objects.last { $0["type"] as? String == "workers" }?["workers"] as? [[String: Any]] ?? []
+                let alive = Set(workers.filter { $0["health"] as? String == "alive" }.compactMap { $0["pid"] as? Int })
+                // (A change read after the snapshot: the task's progress comes as it goes.)
+                return shown.contains { $0["type"] as? String == "task" } && alive.isSuperset(of: [Int(owner), Int(other.pid)])
+                    && workers.first { $0["pid"] as? Int == owner }?["tasks"] as? Int == 1
+            }
+            #expect(seen, "\(events.text.suffix(3000))")
+            let page = try await LoopbackHTTP.request(port: try #require(await other.port()), method: "GET", path: "/dashboard.js", body: nil)
+            #expect(String(decoding: page.body, as: UTF8.self).contains("t.worker"))
+            events.close()
+
             // Paused from there: the owner stops it (at its next heartbeat) and the queue keeps it paused.
             #expect(try await other.call("aria2.pause", [gid]) as? String == gid)
             #expect(await eventually(within: .seconds(20)) { (try? await fleet.row(key))?.state == "paused" }, "\(fleet.logs)")
             #expect(await eventually(within: .seconds(10)) { (try? await Self.gids(other, "aria2.tellWaiting", [0, 100]))?.contains(gid) == true })
-            let owning = try #require(fleet.worker(pid: owner))
             #expect(try await Self.status(owning, gid)["status"] as? String == "paused")
 
             // Unpaused from there: queued again and claimed by a worker.

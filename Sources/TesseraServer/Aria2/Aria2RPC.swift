@@ -193,12 +193,15 @@ public struct Aria2RPC: Sendable {
             return []
         case "tellActive":
             return .array(await daemon.allStatuses().filter { $0.status == "active" }.map { $0.json(keys: params.keys(0)) })
-        case "tellWaiting", "tellStopped":
+        case "tellWaiting":
             let offset = try params.int(0, name: "offset")
             let count = try params.int(1, name: "num")
-            let wanted: Set<String> = method == "tellWaiting" ? ["waiting", "paused"] : ["complete", "error", "removed"]
-            let list = await daemon.allStatuses().filter { wanted.contains($0.status) }
+            let list = await daemon.allStatuses().filter { $0.status == "waiting" || $0.status == "paused" }
             return .array(Self.window(list, offset: offset, count: count).map { $0.json(keys: params.keys(2)) })
+        case "tellStopped":
+            let offset = try params.int(0, name: "offset")
+            let count = try params.int(1, name: "num")
+            return .array(await daemon.stoppedStatuses(offset: offset, count: count).map { $0.json(keys: params.keys(2)) })
         case "getOption":
             return .object((try await daemon.options(of: try params.gid(0))).mapValues(RPCValue.string))
         case "changeOption":

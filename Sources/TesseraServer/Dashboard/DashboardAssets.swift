@@ -1,6 +1,7 @@
 /// The dashboard served at `/`: plain HTML, CSS and JavaScript compiled into the binary (no CDN,
 /// no resource bundle to install beside it). It reads `/api/tasks` and `/api/groups`, follows
-/// `/events` (server-sent events) and acts through aria2's JSON-RPC with the secret.
+/// `/events` (server-sent events) and acts through aria2's JSON-RPC with the secret. On a fleet's
+/// worker it shows which worker runs each task and the workers' health (`workers` events).
 public enum DashboardAssets {
     /// `/`.
     public static let html = #"""
@@ -34,9 +35,18 @@ public enum DashboardAssets {
         <caption>Downloads</caption>
         <thead>
           <tr><th scope="col">Title</th><th scope="col">Plugin</th><th scope="col">State</th><th scope="col">Progress</th>
-          <th scope="col">Speed</th><th scope="col">ETA</th><th scope="col">Files</th><th scope="col">Actions</th></tr>
+          <th scope="col">Speed</th><th scope="col">ETA</th><th scope="col" class="worker">Worker</th><th scope="col">Files</th>
+          <th scope="col">Actions</th></tr>
         </thead>
-        <tbody id="rows"><tr><td colspan="8" class="empty">No downloads yet.</td></tr></tbody>
+        <tbody id="rows"><tr><td colspan="9" class="empty">No downloads yet.</td></tr></tbody>
+      </table>
+      <table id="workers" class="worker">
+        <caption>Workers of the fleet</caption>
+        <thead>
+          <tr><th scope="col">Worker</th><th scope="col">Host</th><th scope="col">PID</th><th scope="col">Last heartbeat</th>
+          <th scope="col">Tasks held</th><th scope="col">Health</th></tr>
+        </thead>
+        <tbody id="worker-rows"></tbody>
       </table>
     </main>
     </body>
@@ -66,6 +76,12 @@ public enum DashboardAssets {
     td:first-child { max-width: 20rem; overflow-wrap: anywhere; }
     .empty { text-align: center; opacity: .7; }
     #message:empty { display: none; }
+    body:not(.fleet) .worker { display: none; }
+    #workers { margin-top: 1.5rem; }
+    .health-alive { color: var(--ok); }
+    .health-late { color: #d68910; }
+    .health-dead { color: var(--bad); }
+    .health-gone { opacity: .7; }
     #message.error { color: var(--bad); }
     """#
 
@@ -74,6 +90,7 @@ public enum DashboardAssets {
     "use strict";
     const tasks = new Map();   // id -> task object (as /api/tasks and /events send them)
     const groups = new Map();  // key -> group object
+    let workers = null;        // a fleet's workers (the last workers event), null on a daemon of its own
     let secret = sessionStorage.getItem("tessera-secret") || "";
     let source = null;
     let root = "";  // the download root (aria2's global dir): files are shown relative to it
@@ -153,6 +170,7 @@ public enum DashboardAssets {
       progressCell(row, t.bytesDone, t.bytesTotal, t.title);
       cell(row, t.bytesPerSecond > 0 ? bytes(t.bytesPerSecond) + "/s" : "");
       cell(row, eta(t.etaSeconds));
+      cell(row, t.worker || "", "worker");
       const files = cell(row, (t.files || []).map(f => root && f.startsWith(root + "/") ? f.slice(root.length + 1) : f).join("\n"), "files");
       files.title = (t.files || []).join("\n");
       actions(row, t.gid, t.state, t.title);
@@ -169,6 +187,7 @@ public enum DashboardAssets {
       progressCell(row, g.bytesDone, g.bytesTotal, g.title);
       cell(row, g.bytesPerSecond > 0 ? bytes(g.bytesPerSecond) + "/s" : "");
       cell(row, eta(g.etaSeconds));
+      cell(row, "", "worker");
       cell(row, "");
       const state = g.state === "downloading" ? "downloading" : g.state === "paused" ? "paused" : g.state;
       actions(row, g.gid, state === "completed" ? "completed" : state, g.title);
@@ -186,8 +205,21 @@ public enum DashboardAssets {
       for (const t of tasks.values()) if (!shown.has(t.id)) body.appendChild(taskRow(t, false));
       if (!body.children.length) {
         const row = document.createElement("tr");
-        const td = cell(row, "No downloads yet.", "empty"); td.colSpan = 8;
+        const td = cell(row, "No downloads yet.", "empty"); td.colSpan = 9;
         body.appendChild(row);
+      }
+      document.body.classList.toggle("fleet", workers !== null);
+      const workerRows = document.getElementById("worker-rows");
+      workerRows.replaceChildren();
+      for (const w of workers || []) {
+        const row = document.createElement("tr");
+        cell(row, w.name);
+        cell(row, w.host);
+        cell(row, String(w.pid));
+        cell(row, w.health === "gone" ? "" : Number(w.heartbeatSecondsAgo).toFixed(1) + " s ago");
+        cell(row, w.tasks + " / " + w.maxTasks);
+        cell(row, w.health, "health-" + w.health);
+        workerRows.appendChild(row);
       }
       const all = [...tasks.values()];
       const done = all.filter(t => t.state === "completed").length;
@@ -205,13 +237,14 @@ public enum DashboardAssets {
         case "task_removed": tasks.delete(e.id); break;
         case "group": groups.set(e.key, e); break;
         case "group_removed": groups.delete(e.key); break;
+        case "workers": workers = e.workers || []; break;
         case "notice": say(e.message, false); break;
       }
       schedule();
     }
     function connect() {
       if (source) source.close();
-      tasks.clear(); groups.clear();
+      tasks.clear(); groups.clear(); workers = null;
       const url = "events" + (secret ? "?token=" + encodeURIComponent(secret) : "");
       source = new EventSource(url);
       source.onmessage = (m) => { try { apply(JSON.parse(m.data)); } catch (e) { /* one bad line */ } };
