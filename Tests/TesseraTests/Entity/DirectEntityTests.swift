@@ -479,7 +479,10 @@ private func smallSplitting(
         try await withManager { harness in
             let size: Int64 = 1_500_000
             let path = "/bytes/\(size)/late.bin"
-            harness.origin.inject(.throttle(bytesPerSecond: 1_000_000), at: path)
+            // Every response stops for 4 s after its first bytes: the file cannot be finished
+            // before the test has put its own there, however late the test hears of the progress
+            // (a throttle alone was not enough on a loaded machine).
+            harness.origin.inject(.stall(.seconds(4), afterBytes: 64 * 1024), at: path)
             let entity = DirectEntity(url: harness.origin.url(path))
             try await harness.manager.start(entity)
             _ = try #require(await harness.waitFor(entity.taskID) {
