@@ -410,37 +410,33 @@ public actor TesseraDaemon {
     /// The fleet's tasks this daemon's manager does not run (none without a fleet, or while its
     /// database cannot be read: the RPC then shows what this worker runs).
     func fleetTasks() async -> [DaemonFleetTask] {
-        guard let fleet = configuration.fleet else { return [] }
-        do {
-            return try await fleet.tasks()
-        } catch {
-            logger.warning("the fleet's tasks could not be read", metadata: ["error": "\(error)"])
-            return []
-        }
+        await readFleet("tasks", otherwise: []) { try await $0.tasks() }
     }
 
     /// The fleet's unfinished tasks this daemon's manager does not run, then its `last` finished
     /// ones (oldest first): what `/events` and `/api/tasks` start with.
     func fleetTasksShown(lastFinished last: Int = 100) async -> [DaemonFleetTask] {
-        guard let fleet = configuration.fleet else { return [] }
         let unfinished = await fleetTasks()
-        do {
-            return unfinished + (try await fleet.stoppedTasks(offset: -1, count: last)).reversed()
-        } catch {
-            logger.warning("the fleet's finished tasks could not be read", metadata: ["error": "\(error)"])
-            return unfinished
+        return await readFleet("finished tasks", otherwise: unfinished) {
+            unfinished + (try await $0.stoppedTasks(offset: -1, count: last)).reversed()
         }
     }
 
     /// The fleet's workers with their health (none without a fleet, or while its database
     /// cannot be read).
     func fleetWorkers() async -> [DaemonFleetWorker] {
-        guard let fleet = configuration.fleet else { return [] }
+        await readFleet("workers", otherwise: []) { try await $0.workers() }
+    }
+
+    /// What `read` gets from the fleet's database; `fallback` without a fleet, or (with a
+    /// warning naming `what`) when the database cannot be read.
+    private func readFleet<Value>(_ what: String, otherwise fallback: Value, _ read: (any DaemonFleet) async throws -> Value) async -> Value {
+        guard let fleet = configuration.fleet else { return fallback }
         do {
-            return try await fleet.workers()
+            return try await read(fleet)
         } catch {
-            logger.warning("the fleet's workers could not be read", metadata: ["error": "\(error)"])
-            return []
+            logger.warning("the fleet's \(what) could not be read", metadata: ["error": "\(error)"])
+            return fallback
         }
     }
 

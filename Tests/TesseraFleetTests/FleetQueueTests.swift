@@ -10,12 +10,12 @@ import Testing
 /// epoch fence, heartbeats and takeover by the database's clock.
 @Suite(.enabled(if: PostgresTestServer.shouldRun, Comment(rawValue: PostgresTestServer.skipReason)), .timeLimit(.minutes(3)))
 struct FleetQueueTests {
-    static func withFleet(_ body: (FleetConnection, PostgresTestServer) async throws -> Void) async throws {
+    static func withFleet(connections: Int = 4, _ body: (FleetConnection, PostgresTestServer) async throws -> Void) async throws {
         let server = try await PostgresTestServer.start()
         var logger = Logger(label: "test")
         logger.logLevel = .error
         do {
-            let connection = try await FleetConnection.open(try FleetDatabase(url: server.url), connections: 4, logger: logger)
+            let connection = try await FleetConnection.open(try FleetDatabase(url: server.url), connections: connections, logger: logger)
             do {
                 try await body(connection, server)
             } catch {
@@ -181,33 +181,19 @@ struct FleetQueueTests {
     /// The claim is a statement prepared once per connection (planning it each time cost more
     /// than running it: 0.7 ms against 0.4 ms with 100,000 queued), one round trip per claim.
     @Test func theClaimIsPreparedOncePerConnection() async throws {
-        let server = try await PostgresTestServer.start()
-        var logger = Logger(label: "test")
-        logger.logLevel = .error
-        do {
-            // (One connection: the session the claims ran in is the one asked.)
-            let connection = try await FleetConnection.open(try FleetDatabase(url: server.url), connections: 1, logger: logger)
+        // (One connection: the session the claims ran in is the one asked.)
+        try await Self.withFleet(connections: 1) { connection, _ in
             let queue = connection.queue
-            do {
-                try await queue.enqueue(Self.tasks(3) { $0 == 2 ? 1 : 0 })
-                let worker = try await queue.join(host: "a", pid: 1, port: nil, maxTasks: 3, lease: .seconds(30))
-                #expect(try await queue.claim(worker: worker, count: 1).map(\.key) == ["direct:t2"])
-                #expect(try await queue.claim(worker: worker, count: 1).map(\.key) == ["direct:t0"])
-                var prepared: [String] = []
-                for try await name in try await queue.client.query("SELECT name FROM pg_prepared_statements").decode(String.self) {
-                    prepared.append(name)
-                }
-                #expect(prepared == ["tessera_fleet_claim"])
-            } catch {
-                await connection.close()
-                throw error
+            try await queue.enqueue(Self.tasks(3) { $0 == 2 ? 1 : 0 })
+            let worker = try await queue.join(host: "a", pid: 1, port: nil, maxTasks: 3, lease: .seconds(30))
+            #expect(try await queue.claim(worker: worker, count: 1).map(\.key) == ["direct:t2"])
+            #expect(try await queue.claim(worker: worker, count: 1).map(\.key) == ["direct:t0"])
+            var prepared: [String] = []
+            for try await name in try await queue.client.query("SELECT name FROM pg_prepared_statements").decode(String.self) {
+                prepared.append(name)
             }
-            await connection.close()
-        } catch {
-            await server.stop()
-            throw error
+            #expect(prepared == ["tessera_fleet_claim"])
         }
-        await server.stop()
     }
 
     /// `EXPLAIN (ANALYZE, BUFFERS)` of a statement: its plan's lines.
