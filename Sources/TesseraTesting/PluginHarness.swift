@@ -34,7 +34,7 @@ public final class EventLog: Sendable {
 
     /// Whether `condition` holds for the events so far, waiting up to `timeout` for it (events
     /// arrive asynchronously).
-    public func eventually(within timeout: Duration = .seconds(5), _ condition: ([DownloadEvent]) -> Bool) async -> Bool {
+    public func eventually(within timeout: Duration = .seconds(30), _ condition: ([DownloadEvent]) -> Bool) async -> Bool {
         await TesseraTesting.eventually(within: timeout) { condition(all) }
     }
 }

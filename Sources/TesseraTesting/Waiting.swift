@@ -10,9 +10,11 @@ import Tessera
 /// wait for something that happens asynchronously, instead of sleeping and hoping.
 ///
 /// Returns as soon as the condition holds; after `timeout` (or when the task is cancelled, say
-/// by a `.timeLimit`) it checks once more and returns that answer.
+/// by a `.timeLimit`) it checks once more and returns that answer. The default limit is generous
+/// (30 s): a condition that holds costs only the time it takes, and a test process that starts
+/// a thousand tests on two cores can take seconds to give any one of them its first turn.
 public func eventually(
-    within timeout: Duration = .seconds(5), every interval: Duration = .milliseconds(10),
+    within timeout: Duration = .seconds(30), every interval: Duration = .milliseconds(10),
     _ condition: () async throws -> Bool
 ) async rethrows -> Bool {
     let deadline = ContinuousClock.now + timeout
@@ -47,7 +49,7 @@ public func consistently(
 /// For counters that grow until something pushes back (bytes an origin writes into a socket
 /// nobody reads).
 public func settledValue<Value: Equatable>(
-    within timeout: Duration = .seconds(5), quiet: Duration = .milliseconds(100), every interval: Duration = .milliseconds(10),
+    within timeout: Duration = .seconds(30), quiet: Duration = .milliseconds(100), every interval: Duration = .milliseconds(10),
     _ read: () async throws -> Value
 ) async rethrows -> Value? {
     let deadline = ContinuousClock.now + timeout

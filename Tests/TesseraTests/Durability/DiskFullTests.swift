@@ -27,7 +27,7 @@ struct DiskFullTests {
             #expect(interrupted.state == .interrupted(.diskSpace))
             // Stopped by the write that failed, or by the check that saw the writes coming close
             // to the limit first: either way the task waits, and says why.
-            let told = await events.eventually(within: .seconds(5)) { all in
+            let told = await events.eventually { all in
                 interrupted.error?.code == .diskFull || all.contains {
                     if case .notice(let notice) = $0 { return notice.kind == .diskSpaceCritical } else { return false }
                 }

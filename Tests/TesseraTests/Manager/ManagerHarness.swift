@@ -118,12 +118,12 @@ struct ManagerHarness {
         return last
     }
 
-    /// Polls `condition` (events arrive asynchronously) for up to five seconds.
+    /// Polls `condition` (events arrive asynchronously) for up to 30 seconds.
     func eventually(_ condition: () -> Bool) async -> Bool {
         await TesseraTesting.eventually(condition)
     }
 
-    /// Whether an event satisfying `matches` has arrived (waiting up to five seconds for it).
+    /// Whether an event satisfying `matches` has arrived (waiting up to 30 seconds for it).
     func sawEvent(_ matches: (DownloadEvent) -> Bool) async -> Bool {
         await log.eventually { $0.contains(where: matches) }
     }
