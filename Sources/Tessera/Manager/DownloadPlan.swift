@@ -397,3 +397,19 @@ struct DownloadPlan {
         actions.append(.cancelAll)
     }
 }
+
+extension DownloadPlan {
+    /// Under a global rate limit of `rate` bytes per second, the segment slots a pass asks for at
+    /// most: segments in flight beyond what keeps the rate over the round trip add no speed,
+    /// only what a server writes ahead of each (lost when the download stops). That is
+    /// `⌈rate × round trip / segment size⌉` (1 to 1,024), one more when a request's round trip
+    /// costs more than a twentieth of a segment's time; 1 until a segment's size and the round
+    /// trip are known.
+    static func slotsUnderRateLimit(rate: Int64, roundTrip: Duration?, segmentSize: Int64?) -> Int {
+        guard let segmentSize, segmentSize > 0, let roundTrip else { return 1 }
+        let seconds = Double(roundTrip.components.seconds) + Double(roundTrip.components.attoseconds) / 1e18
+        // The share of a segment's time that one request's round trip takes.
+        let gap = Double(rate) * seconds / Double(segmentSize)
+        return gap.isFinite ? Int(min(1024, max(1, gap.rounded(.up)))) + (gap > 0.05 ? 1 : 0) : 1024
+    }
+}

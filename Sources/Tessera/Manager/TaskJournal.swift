@@ -60,6 +60,18 @@ final class TaskJournal: Sendable {
             if count > 0 { prefix.insert(0..<count) }
             return prefix
         }
+
+        /// What of segment `segment` (at `offset` in the file, `size` bytes when known) an
+        /// earlier run left on disk that a request may continue from: the bytes from its start
+        /// (never all of them: the request for the rest asks for at least its last byte) and the
+        /// version they belong to, which a range can name; `nil` when none.
+        func resumablePrefix(ofSegment segment: Int, at offset: Int64, size: Int64?) -> TransferCheckpoint? {
+            guard let validator = partials[segment], validator.ifRangeValue != nil else { return nil }
+            var kept = ranges.contiguousCount(from: offset)
+            if let size { kept = min(kept, size - 1) }
+            guard kept > 0 else { return nil }
+            return TransferCheckpoint(bytesWritten: kept, validator: validator)
+        }
     }
 
     private struct State {

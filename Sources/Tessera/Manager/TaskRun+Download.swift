@@ -1,46 +1,5 @@
 import Foundation
 
-/// A single output's connections during a pass: which ranges are being fetched and which are
-/// on disk. Touched only by the run's loop.
-struct SingleOutputState {
-    struct Piece {
-        var start: Int64
-        var bound: TransferBound
-        /// The retry state the piece carries on, if it is a retry.
-        var attemptKey: Int?
-        /// The first request of a resource whose length is not known yet (no `Range`).
-        var isFirst: Bool
-        /// When it was started (monotonic nanoseconds): its speed is measured from then.
-        var startedAt: UInt64 = MonotonicClock.nanoseconds()
-
-        /// Where it stands now; its speed once it has run long enough to tell.
-        func active(id: Int, now: UInt64) -> SplitPlan.Active {
-            let end = bound.end == .max ? Int64.max : start &+ bound.end
-            let taken = bound.taken
-            let elapsed = Double(now &- startedAt) / 1e9
-            let speed = elapsed >= 0.25 && now > startedAt ? Double(taken) / elapsed : nil
-            return SplitPlan.Active(id: id, start: start, position: start &+ taken, end: end, bytesPerSecond: speed)
-        }
-    }
-
-    var pieces: [Int: Piece] = [:]
-    var done = ByteRanges()
-    var nextPieceID = 0
-    /// Connections queued for this output that have not started yet: a gap is shared out
-    /// equally among them.
-    var sharers = 0
-    /// The speed of the last connection that finished its range, bytes per second.
-    var lastSpeed: Double?
-    /// Whether ranges of this version may be asked for (the server serves ranges and the
-    /// version has a strong validator).
-    var rangesAllowed = false
-    /// Under a rate limit, the largest range one request asks for (``SplitPolicy/chunk(rate:roundTrip:)``);
-    /// `nil` without a limit, or once the server refused a range.
-    var chunk: Int64?
-    /// The bytes of ``done`` this pass's connections counted in the task's progress.
-    var countedBytes: Int64 = 0
-}
-
 extension TaskRun {
     /// One pass over the outputs: every piece of work that is not done gets a slot in turn, until
     /// every output is finished, or something sends the run back to resolving, or it fails.
@@ -97,9 +56,10 @@ struct DownloadLoop {
                 }
                 singles[index] = state
                 if !writer.isDone(0) {
-                    for _ in 0..<resumedConnections(writer, state) {
-                        add(.piece(output: index, attempt: nil), demand: &demand)
-                    }
+                    let connections = state.connectionsToResume(
+                        resource(of: writer), splitting: run.configuration.splitting,
+                        rateLimited: run.services.engine.globalRateLimit != nil)
+                    for _ in 0..<connections { add(.piece(output: index, attempt: nil), demand: &demand) }
                 }
             default:
                 for segment in writer.pending { add(.segment(output: index, segment: segment), demand: &demand) }
@@ -342,18 +302,16 @@ struct DownloadLoop {
             }
             return true
         case .piece(let output, let attemptKey):
-            guard var state = singles[output] else { return false }
-            let sharers = state.sharers
-            state.sharers = max(0, state.sharers - 1)
-            singles[output] = state
-            guard let writer = writers[output], !writer.isDone(0), let plan = nextPiece(for: writer, &state, sharers: sharers)
-            else { return false }
-            let pieceID = state.nextPieceID
-            state.nextPieceID += 1
-            let piece = SingleOutputState.Piece(
-                start: plan.start, bound: TransferBound(end: plan.length ?? .max), attemptKey: attemptKey, isFirst: plan.isFirst)
-            state.pieces[pieceID] = piece
-            singles[output] = state
+            guard var state = singles[output], let writer = writers[output] else { return false }
+            var started: (id: Int, piece: SingleOutputState.Piece)?
+            if writer.isDone(0) {
+                state.dropQueued()
+            } else {
+                started = state.startPiece(
+                    attemptKey: attemptKey, resource(of: writer), splitting: run.configuration.splitting, now: MonotonicClock.nanoseconds())
+            }
+            settle(&state, output: output)
+            guard let (pieceID, piece) = started else { return false }
             let key = inFlight.reserve()
             let inFlight = self.inFlight, events = run.events
             let start = run.startPiece(pieceID, piece, of: writer, retry: retry) { result in
@@ -377,33 +335,18 @@ struct DownloadLoop {
         }
     }
 
-    /// Under a global rate limit, segments in flight beyond what keeps the rate over the round
-    /// trip add no speed, only what a server writes ahead of each (lost when the download stops):
-    /// the pass asks for at most `⌈rate × round trip / segment size⌉` slots, one more when a
-    /// request's round trip costs more than a twentieth of a segment's time. Without a limit,
-    /// or for single outputs (one connection under a limit, ranges of ``SplitPolicy/chunk(rate:roundTrip:)``),
-    /// nothing is asked.
+    /// Under a global rate limit, tells the scheduler the segment slots the pass wants at most
+    /// (``DownloadPlan/slotsUnderRateLimit(rate:roundTrip:segmentSize:)``) when that changes.
+    /// Without a limit, or for single outputs (one connection under a limit, ranges of
+    /// ``SplitPolicy/chunk(rate:roundTrip:)``), nothing is asked.
     private mutating func updateCap() {
         guard let rate = run.services.engine.globalRateLimit, writers.values.contains(where: { $0.kind != .single }) else { return }
         let snapshot = run.progress.snapshot
         let segmentSize = snapshot.doneSegments > 0 ? max(1, snapshot.bytes / Int64(snapshot.doneSegments)) : nil
-        var cap = 1
-        if let segmentSize, let roundTrip = run.shared.roundTrip {
-            let seconds = Double(roundTrip.components.seconds) + Double(roundTrip.components.attoseconds) / 1e18
-            // The share of a segment's time that one request's round trip takes.
-            let gap = Double(rate) * seconds / Double(segmentSize)
-            cap = gap.isFinite ? Int(min(1024, max(1, gap.rounded(.up)))) + (gap > 0.05 ? 1 : 0) : 1024
-        }
+        let cap = DownloadPlan.slotsUnderRateLimit(rate: rate, roundTrip: run.shared.roundTrip, segmentSize: segmentSize)
         guard cap != sentCap else { return }
         sentCap = cap
         run.mailbox.report(.cap(cap))
-    }
-
-    /// Forgets the bytes a single output had (it starts over): they no longer count as done.
-    private func forgetDone(_ state: inout SingleOutputState) {
-        if state.countedBytes > 0 { run.progress.discard(bytes: state.countedBytes, segments: 0) }
-        state.countedBytes = 0
-        state.done = ByteRanges()
     }
 
     /// Under a global rate limit, the largest range a request asks for (`nil`: no limit).
@@ -412,27 +355,11 @@ struct DownloadLoop {
         return run.configuration.splitting.chunk(rate: rate, roundTrip: roundTrip)
     }
 
-    /// How many connections a single output starts with: one, unless an earlier run left a large
-    /// file whose length and version are known (then its rest is shared as the first response
-    /// would have shared the whole).
-    private func resumedConnections(_ writer: OutputWriter, _ state: SingleOutputState) -> Int {
-        guard state.rangesAllowed, let length = writer.resource.length, writer.output.segments[0].range == nil
-        else { return 1 }
-        return run.configuration.splitting.connections(
-            forRest: length - state.done.clamped(to: 0..<length).count, rateLimited: run.services.engine.globalRateLimit != nil)
-    }
-
-    /// The first response showed a large file that `connections` connections will share: the
-    /// first one, already flowing, stops at the end of its equal share (the rest is one gap the
-    /// others share out, each asking for exactly its range).
+    /// The first response showed a large file that `connections` connections will share
+    /// (``SingleOutputState/shareOut(length:among:minimumPiece:)``).
     private mutating func shareOut(_ output: Int, among connections: Int) {
-        guard let writer = writers[output], let length = writer.resource.length,
-            let first = singles[output]?.pieces.values.first(where: \.isFirst),
-            let end = SplitPlan.firstEnd(
-                length: length, connections: connections, position: first.start + first.bound.taken,
-                minimumPiece: run.configuration.splitting.pieceSize)
-        else { return }
-        _ = first.bound.shrink(to: end - first.start)
+        guard let writer = writers[output], let length = writer.resource.length else { return }
+        singles[output]?.shareOut(length: length, among: connections, minimumPiece: run.configuration.splitting.pieceSize)
     }
 
     /// For a segment the journal says is partly on disk (an earlier run stopped in its middle):
@@ -449,11 +376,9 @@ struct DownloadLoop {
         default:
             return nil
         }
-        let record = writer.journal.output(writer.index)
-        guard let offset, let validator = record.partials[segment], validator.ifRangeValue != nil else { return nil }
-        var kept = record.ranges.contiguousCount(from: offset)
-        if let size { kept = min(kept, size - 1) }
-        guard kept > 0 else { return nil }
+        guard let offset,
+            let checkpoint = writer.journal.output(writer.index).resumablePrefix(ofSegment: segment, at: offset, size: size)
+        else { return nil }
         let urls = writer.output.segments[segment].urls
         let shared = run.shared
         var attempt = SegmentAttempt(
@@ -461,125 +386,56 @@ struct DownloadLoop {
             sharesFile: writer.kind == .pieces, policy: run.policy, seed: run.seed("\(writer.index)-\(segment)"))
         let next = attempt.start { shared.wait(for: urls[$0]) }
         return RetryState(
-            attempt: attempt, next: next, checkpoint: (TransferCheckpoint(bytesWritten: kept, validator: validator), mirror: 0),
-            checkpointOffset: offset)
-    }
-
-    /// The range a new connection of a single output fetches, or `nil` when none is worth it.
-    private func nextPiece(
-        for writer: OutputWriter, _ state: inout SingleOutputState, sharers: Int
-    ) -> (start: Int64, length: Int64?, isFirst: Bool)? {
-        let (length, _) = writer.resource
-        if length == nil, state.rangesAllowed, state.pieces.isEmpty, let end = state.done.ranges.first?.upperBound,
-            state.done.ranges.first?.lowerBound == 0
-        {
-            // A body of unannounced length that an earlier run began: the rest of it, with an
-            // open range of the same version (its end is where the answer ends).
-            return (end, nil, false)
-        }
-        guard let length, state.rangesAllowed else {
-            // The length is not known (or ranges may not be asked for): one request for the
-            // whole resource, once; under a rate limit, for its first range (the answer tells
-            // the length, and whether ranges are served).
-            guard state.pieces.isEmpty else { return nil }
-            forgetDone(&state)
-            // (Not again once a first answer showed that ranges of this version may not be
-            // asked for: then it is the whole resource.)
-            let first = writer.output.segments[0].range == nil && length == nil ? state.chunk : nil
-            return (0, first, true)
-        }
-        var attempts = 0
-        while attempts < 4 {
-            attempts += 1
-            var covered = state.done
-            var active: [SplitPlan.Active] = []
-            let now = MonotonicClock.nanoseconds()
-            for (id, piece) in state.pieces {
-                var range = piece.active(id: id, now: now)
-                range.end = min(range.end, length)
-                active.append(range)
-                if range.start < range.end { covered.insert(range.start..<range.end) }
-            }
-            let unassigned = covered.gaps(in: 0..<length)
-            let splitting = run.configuration.splitting
-            switch SplitPlan.next(
-                unassigned: unassigned, active: active, minimumPiece: splitting.pieceSize, sharers: sharers,
-                minimumSeconds: splitting.resplitMinimumSeconds, typicalSpeed: state.lastSpeed)
-            {
-            case .gap(let range):
-                return (range.lowerBound, min(range.upperBound - range.lowerBound, state.chunk ?? .max), false)
-            case .split(let id, let at, let end):
-                guard let piece = state.pieces[id], piece.bound.shrink(to: at - piece.start) else { continue }
-                return (at, min(end - at, state.chunk ?? .max), false)
-            case .none:
-                return nil
-            }
-        }
-        return nil
+            attempt: attempt, next: next, checkpoint: (checkpoint, mirror: 0), checkpointOffset: offset)
     }
 
     // MARK: - Single outputs
 
-    /// A connection of a single output ended: its bytes are placed in the output's ranges, and
-    /// the plan hears what that means.
+    /// A connection of a single output ended: its bytes are placed in the output's ranges
+    /// (``SingleOutputState/pieceEnded(_:failure:kept:_:now:)``), and the plan hears what that
+    /// means.
     private mutating func pieceEnded(output: Int, pieceID: Int, error: DownloadError?, kept: Int64, resumed: Bool) -> DownloadPlan.Ended {
-        guard var state = singles[output], let piece = state.pieces.removeValue(forKey: pieceID), let writer = writers[output] else { return .idle }
-        if kept > 0 {
-            state.done.insert(piece.start..<piece.start + kept)
-            state.countedBytes += kept
+        guard var state = singles[output], let writer = writers[output] else { return .idle }
+        let (end, learned) = state.pieceEnded(pieceID, failure: error?.code, kept: kept, resource(of: writer), now: MonotonicClock.nanoseconds())
+        settle(&state, output: output)
+        if let learned {
+            // A body of unannounced length: the task's total is known at last.
+            writer.learnResource(length: learned.length, validator: learned.keepsValidator ? writer.resource.validator : nil)
+            if writer.output.segments.knownSize(at: 0) == nil { run.progress.learnedSize(learned.length) }
         }
-        let elapsed = Double(MonotonicClock.nanoseconds() &- piece.startedAt) / 1e9
-        if error == nil, kept > 0, elapsed > 0 { state.lastSpeed = Double(kept) / elapsed }
-        let (length, _) = writer.resource
-        if error == nil, length == nil, piece.isFirst {
-            // A body of unannounced length: it is complete as it came (and the task's total is
-            // known at last).
-            writer.learnResource(length: kept, validator: nil)
-            if writer.output.segments.knownSize(at: 0) == nil { run.progress.learnedSize(kept) }
-        } else if error == nil, length == nil, piece.bound.end == .max {
-            // The rest of such a body, resumed with an open range: it ends where the answer did.
-            let (end, overflow) = piece.start.addingReportingOverflow(kept)
-            if !overflow {
-                writer.learnResource(length: end, validator: writer.resource.validator)
-                if writer.output.segments.knownSize(at: 0) == nil { run.progress.learnedSize(end) }
-            }
-        }
-        let resourceLength = writer.resource.length
-        if let resourceLength, state.done.contains(0..<resourceLength) {
-            singles[output] = state
+        switch end {
+        case .unknown:
+            return .idle
+        case .completed:
             writer.setDone(0)
             run.progress.finish(job: nil, bytes: 0, completesSegment: true)
             return .pieceCompletedOutput
-        }
-        guard let error else {
-            singles[output] = state
+        case .free:
             return .pieceFree(host: host(of: .piece(output: output, attempt: nil)))
-        }
-        if error.code == .rangeNotSupported, state.chunk != nil {
-            // A rate limit's first range was answered with the whole file: the server serves no
-            // ranges. The file is asked for whole, now (the answer was cut at once: not a failure).
-            state.rangesAllowed = false
-            forgetDone(&state)
-            state.chunk = nil
-            singles[output] = state
+        case .rangesRefused:
             return .rangesRefused(host: host(of: .piece(output: output, attempt: nil)))
+        case .failed(let progressed):
+            guard let error else { return .idle }
+            let urls = writer.output.segments[0].urls
+            let shared = run.shared
+            let mirrors = DownloadPlan.Mirrors(
+                count: urls.count, dead: Set(urls.indices.filter { shared.isDead(urls[$0]) }), waits: urls.map { shared.wait(for: $0) },
+                hosts: urls.map(TaskRun.hostKey))
+            return .pieceFailed(error, progressed: progressed, resumed: resumed, mirrors: mirrors)
         }
-        if error.code == .rangeNotSupported {
-            // The server no longer serves ranges of it: one request for everything, again.
-            state.rangesAllowed = false
-            forgetDone(&state)
-        }
-        if !state.rangesAllowed, state.pieces.isEmpty { forgetDone(&state) }
+    }
+
+    /// Keeps a single output's state after a change, taking the bytes it forgot out of the
+    /// task's progress.
+    private mutating func settle(_ state: inout SingleOutputState, output: Int) {
+        let forgotten = state.takeForgotten()
+        if forgotten > 0 { run.progress.discard(bytes: forgotten, segments: 0) }
         singles[output] = state
-        let urls = writer.output.segments[0].urls
-        let shared = run.shared
-        let mirrors = DownloadPlan.Mirrors(
-            count: urls.count, dead: Set(urls.indices.filter { shared.isDead(urls[$0]) }), waits: urls.map { shared.wait(for: $0) },
-            hosts: urls.map(TaskRun.hostKey))
-        // Progress forgives earlier failures only when its bytes are kept: bytes that the next
-        // request asks for again (no ranges of this version) are none, or a server that cuts
-        // every answer short would be asked again forever.
-        return .pieceFailed(error, progressed: kept > 0 && state.rangesAllowed, resumed: resumed, mirrors: mirrors)
+    }
+
+    /// What a single output's state knows of its resource.
+    private func resource(of writer: OutputWriter) -> SingleOutputState.Resource {
+        SingleOutputState.Resource(length: writer.resource.length, isRanged: writer.output.segments[0].range != nil)
     }
 
     // MARK: - Finishing

@@ -7,6 +7,22 @@ import TesseraTesting
 @Suite struct TaskJournalTests {
     let validator = ResourceValidator(etag: "\"abc\"", lastModified: "Sun, 06 Nov 1994 08:49:37 GMT", lastModifiedIsStrong: true)
 
+    @Test func aSegmentResumesFromItsContiguousBytesOfAVersionARangeCanName() {
+        var record = TaskJournal.Output()
+        record.partials[2] = validator
+        record.ranges.insert(1_000..<1_600)
+        record.ranges.insert(1_700..<2_000)
+        // From its start, up to the first hole.
+        #expect(record.resumablePrefix(ofSegment: 2, at: 1_000, size: nil) == TransferCheckpoint(bytesWritten: 600, validator: validator))
+        // All of it on disk: the last byte is still asked for.
+        #expect(record.resumablePrefix(ofSegment: 2, at: 1_000, size: 400)?.bytesWritten == 399)
+        // Nothing at its start, no validator for it, or one a range cannot name: from scratch.
+        #expect(record.resumablePrefix(ofSegment: 2, at: 900, size: nil) == nil)
+        #expect(record.resumablePrefix(ofSegment: 3, at: 1_000, size: nil) == nil)
+        record.partials[2] = ResourceValidator(etag: "W/\"weak\"")
+        #expect(record.resumablePrefix(ofSegment: 2, at: 1_000, size: nil) == nil)
+    }
+
     @Test func aCommittedRecordReadsBackWhole() throws {
         let directory = TemporaryDirectory("journal")
         defer { directory.cleanUp() }
