@@ -103,9 +103,8 @@ extension DownloadTaskManager {
             let dirty = journals
             executor.submit { for journal in dirty { journal.commit() } }
         }
-        bytesSinceDiskCheck += written
-        if let lastFreeBytes, let policy = configuration.diskSpace, bytesSinceDiskCheck * 2 >= lastFreeBytes - policy.stopBytes {
-            // Writing fast towards the limit: look again now, not at the next interval.
+        bytesSinceDiskCheck = bytesSinceDiskCheck.saturatingAdding(written)
+        if let lastFreeBytes, let policy = configuration.diskSpace, policy.checksEarly(written: bytesSinceDiskCheck, lastFree: lastFreeBytes) {
             await checkDiskSpaceNow()
         }
         await writeUnsaved()
@@ -118,6 +117,7 @@ extension DownloadTaskManager {
 
     func save(_ change: StoreChange) {
         unsaved.add(change)
+        writeEarlyIfMany()
         ensureTicker()
     }
 
@@ -125,7 +125,15 @@ extension DownloadTaskManager {
     /// (however often it changes until then).
     func saveRecord(_ task: ManagedTask) {
         unsaved.touch(task.handle)
+        writeEarlyIfMany()
         ensureTicker()
+    }
+
+    /// Changes that pile up faster than the tick writes them (thousands of small files) go to
+    /// the store in batches of ``storeBatchSize`` as they come: one batch of thousands, built at
+    /// the tick, would hold the actor (and every run's report) for milliseconds at a time.
+    private func writeEarlyIfMany() {
+        if unsaved.count >= Self.storeBatchSize { startStoreWrite() }
     }
 
     /// The record to store for the task with `handle`, while it is a task of this manager. Once
@@ -144,6 +152,12 @@ extension DownloadTaskManager {
     /// returns when it is written. A write is never cancelled half-way (whoever waits for it
     /// may be): batches are chained in a task of their own.
     func writeUnsaved() async {
+        startStoreWrite()
+        await lastStoreWrite?.value
+    }
+
+    /// Takes every change not in the store yet as one batch, written after the batches before it.
+    private func startStoreWrite() {
         if !unsaved.isEmpty {
             let batch = unsaved.take(records: storedRecord)
             let previous = lastStoreWrite, store = self.store, hub = self.hub, logger = configuration.logger
@@ -158,6 +172,5 @@ extension DownloadTaskManager {
                 }
             }
         }
-        await lastStoreWrite?.value
     }
 }

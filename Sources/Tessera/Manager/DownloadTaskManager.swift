@@ -64,8 +64,11 @@ public actor DownloadTaskManager {
     var nextSequence = 0
     /// Output paths, by the task that owns them (runs claim the names responses give themselves).
     nonisolated let claims = OutputClaims()
-    /// What the store has not been told yet (written once per tick).
+    /// What the store has not been told yet (written once per tick, or as soon as
+    /// ``storeBatchSize`` changes wait).
     var unsaved = PendingStoreChanges()
+    /// The changes that make a store batch without waiting for the tick.
+    static let storeBatchSize = 512
     var started = false
     var isShutDown = false
     /// Tasks the manager owns besides runs: the inbox, the ticker, watchers, probes, timers, deletions.
@@ -382,6 +385,9 @@ public actor DownloadTaskManager {
     public func startAll() async -> [DownloadTaskInfo] {
         let epoch = scheduler.beginCommand()
         var started: [DownloadTaskInfo] = []
+        // The first tasks launch at once (after 1, 2, 4 … queued), then every 64, with a turn
+        // for the runs in between: the first transfer does not wait for a long list.
+        var batches = GrowingBatches(largest: 64)
         for task in liveTasks {
             // (The scheduler starts only a paused, failed, invalid or idle task nothing touched since.)
             let before = state(of: task)
@@ -389,9 +395,7 @@ public actor DownloadTaskManager {
             guard state(of: task) != before else { continue }
             task.lastError = nil
             started.append(info(task))
-            // The first tasks launch at once (after 1, 2, 4 … 64 queued), then every 64, with
-            // a turn for the runs in between: the first transfer does not wait for a long list.
-            if started.count & (started.count - 1) == 0 || started.count % 64 == 0 {
+            if batches.add() {
                 apply(scheduler.handle(.schedule))
                 await Task.yield()
             }

@@ -18,6 +18,10 @@ struct PendingStoreChanges {
     /// Whether nothing is pending.
     var isEmpty: Bool { changes.isEmpty && touched.isEmpty }
 
+    /// How many changes and touched records wait (a change and a touch of the same task count
+    /// twice: a bound, not an exact count).
+    var count: Int { changes.count + touched.count }
+
     /// Adds `change` after the others (or merges it into its task's last one).
     mutating func add(_ change: StoreChange) {
         let id = change.taskID

@@ -56,6 +56,16 @@ public struct DiskSpacePolicy: Sendable {
     }
 }
 
+extension DiskSpacePolicy {
+    /// Whether free space is looked at again now rather than at the next interval: the bytes
+    /// written since the last check (`written`) come within half of what the last check left
+    /// above the stop threshold (`lastFree` bytes free then), so a fast download cannot write
+    /// past the threshold between two checks.
+    func checksEarly(written: Int64, lastFree: Int64) -> Bool {
+        written.saturatingMultiplying(2).saturatingAdding(stopBytes) >= lastFree
+    }
+}
+
 /// The level of free space, with hysteresis: once critical, it stays critical until free space
 /// is back above the warning threshold.
 public enum DiskSpaceLevel: String, Sendable, Hashable {

@@ -197,7 +197,7 @@ struct DownloadRun {
         // Inputs that need no request become tasks in batches (one call to the manager each);
         // the first batches are small, so the first downloads start at once.
         var batch: [(text: String, entity: DownloadBaseEntity)] = []
-        var batchLimit = 1
+        var batches = GrowingBatches(largest: 256)
         func startBatch() async {
             guard !batch.isEmpty else { return }
             let results = await session.manager.start(contentsOf: batch.map(\.entity), cacheOnly: mode == .cacheOnly)
@@ -211,14 +211,13 @@ struct DownloadRun {
                 }
             }
             batch.removeAll(keepingCapacity: true)
-            batchLimit = min(batchLimit * 2, 256)
         }
         for text in inputs {
             if interrupt.fired { break }
             do {
                 if let entities = try resolver.immediateEntities(for: text) {
                     batch += entities.map { (text, $0) }
-                    if batch.count >= batchLimit { await startBatch() }
+                    if batches.add() { await startBatch() }
                     continue
                 }
                 await startBatch()

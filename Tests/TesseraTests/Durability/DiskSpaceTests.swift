@@ -11,6 +11,18 @@ final class FakeFreeSpace: FreeSpaceSource {
 }
 
 @Suite(.timeLimit(.minutes(2))) struct DiskSpaceTests {
+    @Test func freeSpaceIsLookedAtEarlyWhenTheWritesComeWithinHalfOfWhatIsLeftAboveTheStop() {
+        let policy = DiskSpacePolicy(warningBytes: 200, stopBytes: 100, checkInterval: .seconds(5), source: FakeFreeSpace())
+        // 1,100 free at the last check: 1,000 above the stop; early once 500 are written.
+        #expect(!policy.checksEarly(written: 499, lastFree: 1_100))
+        #expect(policy.checksEarly(written: 500, lastFree: 1_100))
+        // Already under the stop: every tick looks.
+        #expect(policy.checksEarly(written: 0, lastFree: 50))
+        // No overflow on huge counts.
+        #expect(policy.checksEarly(written: .max, lastFree: .max))
+        #expect(!policy.checksEarly(written: 0, lastFree: .max))
+    }
+
     @Test func tasksStopBelowTheLimitAndResumeAboveTheWarning() async throws {
         let space = FakeFreeSpace()
         try await withManager(configure: {
