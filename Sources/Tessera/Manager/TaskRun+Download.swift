@@ -270,37 +270,22 @@ struct DownloadLoop {
     private mutating func start(
         _ work: RunWork, host: String, retry: RetryState?, in group: inout ThrowingDiscardingTaskGroup<any Error>
     ) -> Bool {
-        let run = self.run
+        let run = self.run, inFlight = self.inFlight, events = run.events
         switch work {
         case .segment(let output, let segment):
             guard let writer = writers[output], !writer.isDone(segment) else { return false }
             let state = retry ?? resumeState(segment, of: writer)
-            if state == nil {
-                // The common case: the request goes out from here, its end comes back as an event.
-                let key = inFlight.reserve()
-                let inFlight = self.inFlight, events = run.events
-                let start = run.startSegment(segment, of: writer) { end in
+            // The common case (a first attempt) needs no task: the request goes out from here.
+            let quick: ((Int) -> TaskRun.QuickStart)? = state != nil ? nil : { key in
+                run.startSegment(segment, of: writer) { end in
                     inFlight.ended(key)
                     switch end {
                     case .done: events.post(.quickEnded(work, host: host, transfer: key, .result(.done)))
                     case .handOver(let attempt): events.post(.quickEnded(work, host: host, transfer: key, .handOver(attempt)))
                     }
                 }
-                switch start {
-                case .started(let handle):
-                    inFlight.started(key, handle)
-                    return true
-                case .ended:
-                    return true
-                case .needsTask:
-                    inFlight.ended(key)
-                }
             }
-            group.addTask {
-                let result = await run.fetchSegment(segment, of: writer, retry: state)
-                run.events.post(.finished(work, host: host, result))
-            }
-            return true
+            launch(work, host: host, in: &group, quick: quick) { await run.fetchSegment(segment, of: writer, retry: state) }
         case .piece(let output, let attemptKey):
             guard var state = singles[output], let writer = writers[output] else { return false }
             var started: (id: Int, piece: SingleOutputState.Piece)?
@@ -312,27 +297,36 @@ struct DownloadLoop {
             }
             settle(&state, output: output)
             guard let (pieceID, piece) = started else { return false }
+            launch(work, host: host, in: &group, quick: { key in
+                run.startPiece(pieceID, piece, of: writer, retry: retry) { result in
+                    inFlight.ended(key)
+                    events.post(.quickEnded(work, host: host, transfer: key, .result(result)))
+                }
+            }) { await run.fetchPiece(pieceID, piece, of: writer, retry: retry) }
+        }
+        return true
+    }
+
+    /// Starts work without a task of its own when `quick` can (given the transfer's key; the
+    /// transfer tells its end as an event), else in a task of the pass's group (`full`).
+    private func launch(
+        _ work: RunWork, host: String, in group: inout ThrowingDiscardingTaskGroup<any Error>,
+        quick: ((Int) -> TaskRun.QuickStart)?, full: @escaping @Sendable () async -> RunWorkResult
+    ) {
+        if let quick {
             let key = inFlight.reserve()
-            let inFlight = self.inFlight, events = run.events
-            let start = run.startPiece(pieceID, piece, of: writer, retry: retry) { result in
-                inFlight.ended(key)
-                events.post(.quickEnded(work, host: host, transfer: key, .result(result)))
-            }
-            switch start {
+            switch quick(key) {
             case .started(let handle):
                 inFlight.started(key, handle)
-                return true
+                return
             case .ended:
-                return true
+                return
             case .needsTask:
                 inFlight.ended(key)
             }
-            group.addTask {
-                let result = await run.fetchPiece(pieceID, piece, of: writer, retry: retry)
-                run.events.post(.finished(work, host: host, result))
-            }
-            return true
         }
+        let events = run.events
+        group.addTask { events.post(.finished(work, host: host, await full())) }
     }
 
     /// Under a global rate limit, tells the scheduler the segment slots the pass wants at most
