@@ -6,22 +6,26 @@ import Foundation
 ///
 /// Jobs run in the order they are submitted, `threads` at a time. ``shutdown()`` lets the
 /// queued jobs finish, then ends the threads.
-final class BlockingExecutor: Sendable {
+final class BlockingExecutor: @unchecked Sendable {
     private struct State {
         var jobs = FIFO<@Sendable () -> Void>()
         var shuttingDown = false
         var running = 0
+        /// Threads waiting for a job: a job wakes one only when there is one (a signal to
+        /// nobody, and a second lock around the queue, cost every submission a system call).
+        var idle = 0
         var exitWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
-    private let state = Locked(State())
+    /// Guards `state` (its lock is the condition's).
     private let condition = NSCondition()
+    private var state = State()
     let threads: Int
 
     /// Starts `threads` threads named `name`.
     init(threads: Int = 2, name: String = "tessera-io") {
         self.threads = max(1, threads)
-        state.withLock { $0.running = self.threads }
+        state.running = self.threads
         for index in 0..<self.threads {
             let thread = Thread { [self] in work() }
             thread.name = "\(name)-\(index)"
@@ -53,33 +57,29 @@ final class BlockingExecutor: Sendable {
 
     /// Queues `job` without waiting for it.
     func submit(_ job: @escaping @Sendable () -> Void) {
-        let accepted = state.withLock { state -> Bool in
-            guard !state.shuttingDown else { return false }
-            state.jobs.append(job)
-            return true
-        }
-        guard accepted else {
+        condition.lock()
+        guard !state.shuttingDown else {
+            condition.unlock()
             // After shutdown, jobs still run, on the caller's thread: none is ever lost.
             job()
             return
         }
-        condition.lock()
-        condition.signal()
+        state.jobs.append(job)
+        let wake = state.idle > 0
         condition.unlock()
+        // (A thread that is not waiting takes the job when it looks next, under the lock.)
+        if wake { condition.signal() }
     }
 
     /// Finishes the queued jobs, then ends the threads; returns once they have ended.
     func shutdown() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let done = state.withLock { state -> Bool in
-                state.shuttingDown = true
-                if state.running == 0 { return true }
-                state.exitWaiters.append(continuation)
-                return false
-            }
             condition.lock()
-            condition.broadcast()
+            state.shuttingDown = true
+            let done = state.running == 0
+            if !done { state.exitWaiters.append(continuation) }
             condition.unlock()
+            condition.broadcast()
             if done { continuation.resume() }
         }
     }
@@ -87,24 +87,22 @@ final class BlockingExecutor: Sendable {
     private func work() {
         while true {
             condition.lock()
-            var job: (@Sendable () -> Void)?
-            var exiting = false
-            while true {
-                (job, exiting) = state.withLock { state in (state.jobs.popFirst(), state.shuttingDown) }
-                if job != nil || exiting { break }
+            var job = state.jobs.popFirst()
+            while job == nil, !state.shuttingDown {
+                state.idle += 1
                 condition.wait()
+                state.idle -= 1
+                job = state.jobs.popFirst()
             }
-            condition.unlock()
             if let job {
+                condition.unlock()
                 job()
                 continue
             }
-            let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-                state.running -= 1
-                guard state.running == 0 else { return [] }
-                defer { state.exitWaiters.removeAll() }
-                return state.exitWaiters
-            }
+            state.running -= 1
+            var waiters: [CheckedContinuation<Void, Never>] = []
+            if state.running == 0 { swap(&waiters, &state.exitWaiters) }
+            condition.unlock()
             for waiter in waiters { waiter.resume() }
             return
         }
