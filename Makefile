@@ -7,8 +7,10 @@ SUDO        := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 APT_INSTALL := DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y --no-install-recommends
 # The release build links the Swift runtime and Foundation statically: the installed binary needs
 # only the system's libraries (libcurl, libxml2, SQLite, OpenSSL), and starts in 12 ms of CPU, not
-# 17 (no dynamic symbol lookups into the toolchain's libraries).
-RELEASE     := -c release --static-swift-stdlib
+# 17 (no dynamic symbol lookups into the toolchain's libraries). It is linked by the toolchain's
+# lld with packed relative relocations (DT_RELR, glibc 2.36+): the loader reads 28 KB of them
+# instead of 4.5 MB (189,514 entries) at every start, 8.9 -> 8.3 ms of CPU for `tessera --version`.
+RELEASE     := -c release --static-swift-stdlib -Xswiftc -use-ld=lld -Xlinker -z -Xlinker pack-relative-relocs
 
 # Headers and pkg-config files the build needs: libcurl (OpenSSL flavour), libxml2, SQLite.
 BUILD_PACKAGES := libcurl4-openssl-dev libxml2-dev libsqlite3-dev libssl-dev pkg-config
