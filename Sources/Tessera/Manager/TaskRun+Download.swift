@@ -373,14 +373,7 @@ struct DownloadLoop {
         guard let offset,
             let checkpoint = writer.journal.output(writer.index).resumablePrefix(ofSegment: segment, at: offset, size: size)
         else { return nil }
-        let urls = writer.output.segments[segment].urls
-        let shared = run.shared
-        var attempt = SegmentAttempt(
-            mirrorCount: urls.count, dead: Set(urls.indices.filter { shared.isDead(urls[$0]) }),
-            sharesFile: writer.kind == .pieces, policy: run.policy, seed: run.seed("\(writer.index)-\(segment)"))
-        let next = attempt.start { shared.wait(for: urls[$0]) }
-        return RetryState(
-            attempt: attempt, next: next, checkpoint: (checkpoint, mirror: 0), checkpointOffset: offset)
+        return run.initialState(segment, of: writer, urls: writer.output.segments[segment].urls, resuming: (checkpoint, offset))
     }
 
     // MARK: - Single outputs

@@ -106,14 +106,19 @@ extension TaskRun {
     }
 
     /// A segment's retry state before its first attempt (`sharesFile`: a single output's
-    /// connection, whose bytes share its file).
-    private func initialState(_ index: Int, of writer: OutputWriter, urls: [URL], sharesFile: Bool = false) -> RetryState {
+    /// connection, whose bytes share its file); `resuming`: the bytes an earlier run left of it
+    /// at `offset` in the output file, which the first request continues.
+    func initialState(
+        _ index: Int, of writer: OutputWriter, urls: [URL], sharesFile: Bool = false,
+        resuming: (checkpoint: TransferCheckpoint, offset: Int64)? = nil
+    ) -> RetryState {
         let shared = self.shared
         var attempt = SegmentAttempt(
             mirrorCount: urls.count, dead: Set(urls.indices.filter { shared.isDead(urls[$0]) }),
             sharesFile: sharesFile || writer.kind == .pieces, policy: policy, seed: seed(output: writer.index, segment: index))
         let next = attempt.start { shared.wait(for: urls[$0]) }
-        return RetryState(attempt: attempt, next: next, checkpoint: nil)
+        return RetryState(
+            attempt: attempt, next: next, checkpoint: resuming.map { ($0.checkpoint, mirror: 0) }, checkpointOffset: resuming?.offset)
     }
 
     /// Fetches one segment of an ordered, pieces, separate or cache-only output: from the cache
