@@ -168,6 +168,9 @@ struct Scheduler: Sendable {
     private var queue = PriorityQueue<QueueEntry>()
     /// Tasks with a live run (resolving or downloading).
     private(set) var running: Set<TaskHandle> = []
+    /// Whether slots are handed out by ``grantSingleSlots(into:)`` when every running task wants
+    /// one (tests turn it off to compare it with the general rule).
+    var singleSlotFastPath = true
     private(set) var segmentsInUse = 0
     /// The most segment slots ever held at once.
     private(set) var peakSegmentsInUse = 0
@@ -512,6 +515,7 @@ struct Scheduler: Sendable {
 
     /// Hands free segment slots to running tasks that want them, fairest first.
     private mutating func grantSlots(into actions: inout [Action]) {
+        if singleSlotFastPath, grantSingleSlots(into: &actions) { return }
         // One look at each running task (hashing an identity is the expensive part).
         struct Contender {
             let id: TaskHandle
@@ -611,6 +615,50 @@ struct Scheduler: Sendable {
                 for (host, count) in contender.granted.sorted(by: { $0.key < $1.key }) { grant(host, count) }
             }
         }
+    }
+
+    /// ``grantSlots(into:)`` when every running task with slots or demand wants one slot in all
+    /// (a list of small files): each one's fair share is then that slot, and the tasks waiting
+    /// for one get it by weight, then age, while slots and their hosts' slots last. The same
+    /// actions in the same order as the general rule, without building every running task's
+    /// picture at every event (the scheduler's cost grew with `-j`). Returns `false`, having
+    /// done nothing, when some task wants more.
+    private mutating func grantSingleSlots(into actions: inout [Action]) -> Bool {
+        var needsShare: [(sequence: Int, id: TaskHandle)] = []
+        var waiting: [(weight: Int, sequence: Int, id: TaskHandle)] = []
+        for id in running {
+            guard let (want, demand, sentShare, sequence, weight) = entries[id].map({
+                ($0.heldTotal + $0.demandTotal, $0.demandTotal, $0.sentShare, $0.sequence, $0.weight)
+            }), want > 0 else { continue }
+            guard want == 1 else { return false }
+            if sentShare != 1 { needsShare.append((sequence, id)) }
+            if demand == 1 { waiting.append((weight, sequence, id)) }
+        }
+        if needsShare.count > 1 { needsShare.sort { $0.sequence < $1.sequence } }
+        for (_, id) in needsShare {
+            entries[id]!.sentShare = 1
+            actions.append(.share(id, generation: entries[id]!.generation, limit: 1))
+        }
+        guard !waiting.isEmpty, segmentsInUse < limits.segments else { return true }
+        if waiting.count > 1 { waiting.sort { $0.weight != $1.weight ? $0.weight > $1.weight : $0.sequence < $1.sequence } }
+        var granted: [(sequence: Int, id: TaskHandle, host: String)] = []
+        for (_, sequence, id) in waiting {
+            guard segmentsInUse < limits.segments else { break }
+            // (Hosts only fill up here: one passed over stays full for the rest of the list.)
+            guard let host = entries[id]!.demand.first?.key, (hostsInUse[host] ?? 0) < limits.segmentsPerHost else { continue }
+            granted.append((sequence, id, host))
+            segmentsInUse += 1
+            peakSegmentsInUse = max(peakSegmentsInUse, segmentsInUse)
+            hostsInUse[host, default: 0] += 1
+        }
+        if granted.count > 1 { granted.sort { $0.sequence < $1.sequence } }
+        for (_, id, host) in granted {
+            withdraw(id, host: host, count: 1)
+            entries[id]!.held[host, default: 0] += 1
+            entries[id]!.heldTotal += 1
+            actions.append(.grant(id, generation: entries[id]!.generation, host: host, count: 1))
+        }
+        return true
     }
 
     private mutating func enterCriticalDisk(_ message: String, into actions: inout [Action]) {

@@ -429,3 +429,51 @@ import Testing
         for id in ids { #expect(scheduler.state(of: id) == states[id]) }
     }
 }
+
+/// The single-slot rule (every running task wants one slot: a list of small files) hands out
+/// slots without the general rule's picture of every task; it must decide exactly as that rule
+/// does. Random event sequences go to two schedulers, one of them without the fast path.
+@Suite struct SchedulerSingleSlotTests {
+    @Test(arguments: 0..<40) func theSingleSlotRuleDecidesAsTheGeneralRule(seed: Int) {
+        var random = SplitMixRandom(seed: UInt64(seed) &* 0x9E37_79B9_7F4A_7C15 &+ 1)
+        let limits = Scheduler.Limits(
+            tasks: Int.random(in: 1...6, using: &random), segments: Int.random(in: 1...8, using: &random),
+            segmentsPerHost: Int.random(in: 1...4, using: &random))
+        var fast = Scheduler(limits: limits)
+        var general = Scheduler(limits: limits)
+        general.singleSlotFastPath = false
+        let hosts = ["a", "b", "c"]
+        // Mostly one-slot files, now and then a task that wants more (the general rule's case).
+        let ids = (1...12).map { TaskHandle($0) }
+        var added = 0
+        for step in 0..<400 {
+            let id = ids[Int.random(in: 0..<ids.count, using: &random)]
+            let generation = fast.entry(id)?.generation ?? 0
+            let host = hosts[Int.random(in: 0..<hosts.count, using: &random)]
+            let many = Int.random(in: 0..<8, using: &random) == 0
+            let event: Scheduler.Event
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0 where added < ids.count:
+                added += 1
+                event = .added(ids[added - 1], sequence: added, start: Bool.random(using: &random))
+            case 1: event = .start(id, redo: false)
+            case 2: event = .stop(id)
+            case 3, 4: event = .resolved(id, generation: generation, demand: [host: many ? 3 : 1])
+            case 5: event = .demand(id, generation: generation, host: host, count: many ? 2 : 1)
+            case 6, 7:
+                let held = fast.entry(id)?.held.first
+                event = .returned(id, generation: generation, host: held?.key ?? host, count: 1, withdrawn: Int.random(in: 0...1, using: &random))
+            case 8: event = .ended(id, generation: generation, [.completed, .failed(permanent: false), .stopped].randomElement(using: &random)!)
+            default: event = .cap(id, generation: generation, slots: many ? 1 : nil)
+            }
+            _ = fast.beginCommand()
+            _ = general.beginCommand()
+            let fastActions = fast.handle(event)
+            let generalActions = general.handle(event)
+            #expect(fastActions == generalActions, "step \(step): \(event)")
+            #expect(fast.segmentsInUse == general.segmentsInUse && fast.running == general.running, "step \(step)")
+            for id in ids { #expect(fast.entry(id) == general.entry(id), "step \(step), task \(id)") }
+            if fastActions != generalActions { return }
+        }
+    }
+}
