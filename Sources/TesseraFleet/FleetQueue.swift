@@ -293,6 +293,15 @@ public struct FleetQueue: Sendable {
 
     // MARK: - Fenced writes
 
+    /// The queue state a held task's record maps to: a completed task whose merge is pending
+    /// stays `running` (leased: the merge is a fenced step of the task, and a worker that dies
+    /// during it leaves it to the next holder, which merges again); it is `completed` once its
+    /// merge has ended.
+    public static func queueState(for record: TaskRecord) -> String {
+        if record.state == .completed, record.manifest?.mergeIsPending == true { return "running" }
+        return queueState(for: record.state)
+    }
+
     /// The queue state a manager's task state maps to while this worker holds the task.
     public static func queueState(for state: DownloadTaskState) -> String {
         switch state {

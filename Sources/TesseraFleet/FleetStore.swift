@@ -11,7 +11,9 @@ import Tessera
 ///   epoch = $epoch`); a row not returned means the task was taken over: the worker hears of it
 ///   and drops the task without writing anything more. Progress alone goes to the UNLOGGED
 ///   progress table, at most once a second.
-/// - A terminal state (completed, failed, invalid), a pause and a removal let the task go.
+/// - A terminal state (completed, failed, invalid), a pause and a removal let the task go; a
+///   completed task whose merge is pending stays held (and `running` in the queue) until the
+///   merge has ended.
 /// - A write the database cannot take now (it restarts) stays pending, the newest per task, and
 ///   is written at the next change or when the worker's next heartbeat succeeds.
 /// - Changes about tasks this worker does not hold are ignored: a task dropped here is another
@@ -178,10 +180,10 @@ public final class FleetStore: DownloadStore {
         switch change {
         case .insert(let task):
             record = task.task
-            queueState = FleetQueue.queueState(for: record.state)
+            queueState = FleetQueue.queueState(for: record)
         case .update(let update):
             record = update
-            queueState = held.suspended && update.state == .paused ? "running" : FleetQueue.queueState(for: update.state)
+            queueState = held.suspended && update.state == .paused ? "running" : FleetQueue.queueState(for: update)
         case .remove:
             var removed = TaskRecord(id: id, state: .removed, mode: .download, weight: 0, sequence: 0)
             removed.bytesDone = held.progress?.bytes ?? 0

@@ -275,7 +275,9 @@ public actor FleetWorker {
             let id = entity.taskID
             var record = claim.record.flatMap { try? decoder.decode(TaskRecord.self, from: Data($0.utf8)) }
                 ?? TaskRecord(id: id, state: .waiting, mode: .download, weight: 0, sequence: 0)
-            record.state = .waiting
+            // A completed task whose merge is pending stays completed: the manager's restore merges it
+            // (again: the last holder died or stopped during the merge). Any other runs from its journal.
+            if !(record.state == .completed && record.manifest?.mergeIsPending == true) { record.state = .waiting }
             record.sequence = Int(clamping: claim.sequence)
             record.lastError = nil
             // The journal of the last holder becomes this epoch's (before anything runs).

@@ -66,6 +66,8 @@ final class FleetHarness: @unchecked Sendable {
     let directory: String
     var root: String { directory + "/shared" }
     let lease: Double
+    /// What every worker's environment has besides the test's (a fake ffmpeg's PATH, say).
+    let environment: [String: String]
     private(set) var workers: [Worker] = []
     private var nextIndex = 0
 
@@ -73,16 +75,21 @@ final class FleetHarness: @unchecked Sendable {
         URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("tessera").path
     }
 
-    private init(server: PostgresTestServer, origin: LoopbackOrigin, connection: FleetConnection, directory: String, lease: Double) {
+    private init(
+        server: PostgresTestServer, origin: LoopbackOrigin, connection: FleetConnection, directory: String, lease: Double,
+        environment: [String: String]
+    ) {
         self.server = server
         self.origin = origin
         self.connection = connection
         self.directory = directory
         self.lease = lease
+        self.environment = environment
     }
 
-    /// A database, an origin and `workers` workers (each `-j jobs`), lease `lease` seconds.
-    static func start(workers count: Int, jobs: Int = 3, lease: Double = 2) async throws -> FleetHarness {
+    /// A database, an origin and `workers` workers (each `-j jobs`), lease `lease` seconds, with
+    /// `environment` added to each worker's.
+    static func start(workers count: Int, jobs: Int = 3, lease: Double = 2, environment: [String: String] = [:]) async throws -> FleetHarness {
         let server = try await PostgresTestServer.start()
         let origin: LoopbackOrigin
         do {
@@ -103,15 +110,18 @@ final class FleetHarness: @unchecked Sendable {
         }
         let directory = NSTemporaryDirectory() + "tessera-fleet-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory + "/shared", withIntermediateDirectories: true)
-        let harness = FleetHarness(server: server, origin: origin, connection: connection, directory: directory, lease: lease)
+        let harness = FleetHarness(
+            server: server, origin: origin, connection: connection, directory: directory, lease: lease, environment: environment)
         for _ in 0..<count { try harness.startWorker(jobs: jobs) }
         return harness
     }
 
     /// Runs `body` with a fleet of `workers` workers, once they all joined, and tears it down;
     /// an error is recorded with the workers' logs.
-    static func with(workers: Int, jobs: Int, lease: Double, _ body: (FleetHarness) async throws -> Void) async throws {
-        let fleet = try await start(workers: workers, jobs: jobs, lease: lease)
+    static func with(
+        workers: Int, jobs: Int, lease: Double, environment: [String: String] = [:], _ body: (FleetHarness) async throws -> Void
+    ) async throws {
+        let fleet = try await start(workers: workers, jobs: jobs, lease: lease, environment: environment)
         do {
             #expect(await eventually(within: .seconds(30)) { (try? await fleet.activeWorkerPids().count) == workers }, "\(fleet.logs)")
             try await body(fleet)
@@ -140,7 +150,8 @@ final class FleetHarness: @unchecked Sendable {
                 "serve", "--fleet", server.url, "--fleet-lease", String(lease), "--dir", root, "--state-dir", state,
                 "--rpc-listen-port", "0", "-j", String(jobs), "-N", "8", "-x", "2", "--proxy", "", "--no-cache", "-v",
             ],
-            environment: childEnvironment(adding: ["XDG_CONFIG_HOME": directory + "/no-config"]), directory: directory, input: .null,
+            environment: childEnvironment(adding: environment.merging(["XDG_CONFIG_HOME": directory + "/no-config"]) { $1 }),
+            directory: directory, input: .null,
             output: .descriptor(outFile), error: .descriptor(errFile))
         let worker = Worker(index: index, process: process, stateDirectory: state, errors: errors, output: output)
         workers.append(worker)

@@ -243,13 +243,16 @@ public actor DownloadTaskManager {
     }
 
     /// Marks a completed task's merge as started (or not any more), in the store when this
-    /// returns: a merge cut by a shutdown runs again at the next ``restore(resuming:)``.
+    /// returns (with the completion, which may have marked it already): a merge cut by a
+    /// shutdown or a kill runs again at the next ``restore(resuming:)``, or on the fleet's next
+    /// holder of the task.
     func setMergePending(_ id: DownloadTaskID, _ pending: Bool) async {
-        guard let task = tasks[id], var manifest = task.manifest, state(of: task) == .completed, manifest.mergeIsPending != pending
-        else { return }
-        manifest.mergeIsPending = pending
-        task.setManifest(manifest, layout: layout)
-        saveRecord(task)
+        guard let task = tasks[id], var manifest = task.manifest, state(of: task) == .completed else { return }
+        if manifest.mergeIsPending != pending {
+            manifest.mergeIsPending = pending
+            task.setManifest(manifest, layout: layout)
+            saveRecord(task)
+        }
         await writeUnsaved()
     }
 
@@ -547,10 +550,19 @@ public actor DownloadTaskManager {
                 }
             case .changed(let handle, let from, let to):
                 guard let task = byHandle[handle] else { continue }
-                if to != .removed { saveRecord(task) }
-                if !to.isRunning { task.speed.reset() }
                 // (Only a task of several files can have something to merge.)
                 let merges = to == .completed && merger != nil && (task.manifest?.outputs.count ?? 0) > 1
+                // A merge to come is pending in the very record that says the task completed: a
+                // kill before the merge starts leaves it pending, and a fleet keeps the task
+                // leased until the merge has ended (see `TaskMerger`).
+                if merges, let merger, var manifest = task.manifest, !manifest.mergeIsPending,
+                    merger.policy.plan(for: info(task, state: to)) != nil
+                {
+                    manifest.mergeIsPending = true
+                    task.setManifest(manifest, layout: layout)
+                }
+                if to != .removed { saveRecord(task) }
+                if !to.isRunning { task.speed.reset() }
                 if hub.hasSubscribers || merges {
                     let snapshot = info(task, state: to)
                     if hub.hasSubscribers { hub.emit(.taskStateChanged(snapshot, previous: from)) }

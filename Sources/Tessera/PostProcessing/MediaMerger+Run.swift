@@ -60,10 +60,25 @@ extension MediaMerger {
     public func run(
         _ plan: MergePlan, ffmpeg: String, beforeRemovingInputs: (@Sendable (_ path: String, _ size: Int64) async -> Void)? = nil
     ) async throws(MergeError) -> MergeResult {
+        try await run(plan, ffmpeg: ffmpeg, fence: nil, beforeRemovingInputs: beforeRemovingInputs)
+    }
+
+    /// ``run(_:ffmpeg:beforeRemovingInputs:)`` under a `fence` (a fleet's lease, see
+    /// ``MergeFence``): the temporary files are named by the fence's epoch, the merged file is
+    /// moved into place only when the fence permits it (otherwise ``MergeError/cancelled``: this
+    /// process no longer holds the task, and the one that does merges), the temporary files that
+    /// earlier holders left go after the move, and the inputs are deleted only when the fence
+    /// still permitted it once the merged file was in place.
+    package func run(
+        _ plan: MergePlan, ffmpeg: String, fence: MergeFence?,
+        beforeRemovingInputs: (@Sendable (_ path: String, _ size: Int64) async -> Void)? = nil
+    ) async throws(MergeError) -> MergeResult {
+        var plan = plan
+        plan.temporaryEpoch = fence?.epoch
         let child = ChildProcess()
         let executor = BlockingExecutor(threads: 1, name: "tessera-merge")
-        let produced: Result<(path: String, size: Int64), MergeError> = await withTaskCancellationHandler {
-            await executor.run { Self.produce(plan, ffmpeg: ffmpeg, child: child) }
+        let produced: Result<(path: String, size: Int64), MergeError> = await withTaskCancellationHandler { [plan] in
+            await executor.run { Self.produce(plan, ffmpeg: ffmpeg, child: child, fence: fence) }
         } onCancel: {
             child.cancel()
         }
@@ -75,8 +90,15 @@ extension MediaMerger {
             throw error
         }
         CrashPoint.merged.reach()
+        // Asked before the record: once a fleet's worker has recorded the merge the task is
+        // completed and no longer held, and its inputs are still this merge's to delete. Lost
+        // meanwhile: the next holder finds the merged file and finishes.
+        if let fence, await !executor.run({ fence.permits() }) {
+            await executor.shutdown()
+            throw .cancelled
+        }
         await beforeRemovingInputs?(path, size)
-        let removed = await executor.run { () -> [String] in
+        let removed = await executor.run { [plan] () -> [String] in
             var removed: [String] = []
             for input in plan.inputs where input != path {
                 FileOperations.remove(input)
@@ -89,8 +111,13 @@ extension MediaMerger {
     }
 
     /// The blocking part of ``run(_:ffmpeg:beforeRemovingInputs:)``: the merged file in its place.
-    static func produce(_ plan: MergePlan, ffmpeg: String, child: ChildProcess) -> Result<(path: String, size: Int64), MergeError> {
-        if let size = mergedBefore(plan) { return .success((plan.output, size)) }
+    static func produce(
+        _ plan: MergePlan, ffmpeg: String, child: ChildProcess, fence: MergeFence? = nil
+    ) -> Result<(path: String, size: Int64), MergeError> {
+        if let size = mergedBefore(plan) {
+            removeEarlierTemporaries(plan)
+            return .success((plan.output, size))
+        }
         let temporary = plan.temporaryOutput
         let list = plan.concatListPath
         defer {
@@ -111,6 +138,8 @@ extension MediaMerger {
             try child.run(ffmpeg, arguments: plan.ffmpegArguments)
             guard let size = FileOperations.size(temporary), size > 0 else { throw .emptyOutput }
             CrashPoint.mergeWritten.reach()
+            // Another process may hold the task now (a fleet's lease): its merge is the one that counts.
+            if let fence, !fence.permits() { throw .cancelled }
             var destination = plan.output
             var number = 1
             do throws(DownloadError) {
@@ -128,6 +157,7 @@ extension MediaMerger {
             } catch {
                 throw .file(error)
             }
+            removeEarlierTemporaries(plan)
             return .success((destination, size))
         } catch {
             return .failure(error)
@@ -135,14 +165,35 @@ extension MediaMerger {
     }
 
     /// The size of a file at the plan's output that this merge made before: not an input, not
-    /// empty, and modified no earlier than every input (another video's file of the same name
-    /// is older than these inputs, and gets a numbered neighbour instead).
+    /// empty, and modified no earlier than every input still there (another video's file of the
+    /// same name is older than these inputs, and gets a numbered neighbour instead; an input gone
+    /// was deleted by the merge that made the file, which stopped before recording it).
     static func mergedBefore(_ plan: MergePlan) -> Int64? {
         guard !plan.inputs.contains(plan.output), let output = modification(plan.output), output.size > 0 else { return nil }
+        var anyInput = false
         for input in plan.inputs {
-            guard let time = modification(input)?.time, time <= output.time else { return nil }
+            guard let time = modification(input)?.time else { continue }
+            guard time <= output.time else { return nil }
+            anyInput = true
         }
+        // (Every input gone: only a merge under a fence, whose deletions follow its fenced move,
+        // vouches for the file.)
+        guard anyInput || plan.temporaryEpoch != nil else { return nil }
         return output.size
+    }
+
+    /// Deletes the temporary files of earlier epochs of the plan's merge (a holder killed while
+    /// its ffmpeg ran left them; one frozen since has its open file deleted under it, harmlessly).
+    static func removeEarlierTemporaries(_ plan: MergePlan) {
+        guard let epoch = plan.temporaryEpoch else { return }
+        let directory = MediaMerger.directory(of: plan.output)
+        let prefix = plan.temporaryPrefix + ".e"
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory.isEmpty ? "." : directory) else { return }
+        for name in names where name.hasPrefix(prefix) && (name.hasSuffix(".merging") || name.hasSuffix(".concat")) {
+            let digits = name.dropFirst(prefix.count).prefix { $0.isNumber }
+            guard let earlier = UInt64(digits), earlier < epoch else { continue }
+            FileOperations.remove(SafePath.join(directory, name))
+        }
     }
 
     private static func modification(_ path: String) -> (time: Int128, size: Int64)? {
@@ -150,6 +201,31 @@ extension MediaMerger {
         guard stat(path, &information) == 0, (information.st_mode & S_IFMT) == S_IFREG else { return nil }
         let time = Int128(information.st_mtim.tv_sec) * 1_000_000_000 + Int128(information.st_mtim.tv_nsec)
         return (time, Int64(information.st_size))
+    }
+}
+
+/// What a merge asks before it touches a task's files under a shared root (a fleet's lease, see
+/// ``TaskWriteFence``): the epoch that names its temporary files, and whether it may still move
+/// the merged file into place and delete the inputs.
+package struct MergeFence: Sendable {
+    /// The holder's epoch, which names the temporary files (``MergePlan/temporaryEpoch``).
+    package var epoch: UInt64?
+    /// Whether the task's files may be written now. Blocks the calling thread (never the
+    /// cooperative pool) while a short freeze waits for a renewed lease.
+    package var permits: @Sendable () -> Bool
+
+    /// A fence of one's own (a test's).
+    package init(epoch: UInt64?, permits: @escaping @Sendable () -> Bool) {
+        self.epoch = epoch
+        self.permits = permits
+    }
+
+    /// Task `id`'s merge under `fence` (`nil` without one): the holding it has now; once the
+    /// task is let go, or held again under another epoch, nothing more is permitted.
+    init?(_ fence: (any TaskWriteFence)?, task id: DownloadTaskID) {
+        guard let fence else { return nil }
+        let epoch = fence.journalEpoch(of: id)
+        self.init(epoch: epoch) { fence.awaitWritePermission(for: id) && fence.journalEpoch(of: id) == epoch }
     }
 }
 

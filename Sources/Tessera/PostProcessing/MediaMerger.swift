@@ -245,6 +245,10 @@ public struct MergePlan: Sendable, Hashable {
     /// For ``Method/mux``: what each input's track is (one per input, or none), written into
     /// the merged file's stream as its language and name.
     public var tracks: [Track]
+    /// The lease epoch of the process that runs this merge under a fence (a fleet's worker, see
+    /// ``MergeFence``): it names the temporary files (`.name.e<epoch>.merging`), so that two
+    /// holders' ffmpegs never write the same file; `nil` for a process that owns its root alone.
+    package var temporaryEpoch: UInt64?
 
     /// What a merged track keeps of its source.
     public struct Track: Sendable, Hashable {
@@ -274,12 +278,23 @@ public struct MergePlan: Sendable, Hashable {
     /// directory, so that a merge that stops half-way never leaves half a file under the final
     /// name.
     public var temporaryOutput: String {
-        SafePath.join(MediaMerger.directory(of: output), "." + SafePath.fitted(MediaMerger.lastComponent(output) ?? "merged", reserving: 10) + ".merging")
+        temporaryPath(".merging")
     }
 
     /// For ``Method/concatenate``: where the concat list is written (next to the merged file).
     public var concatListPath: String {
-        SafePath.join(MediaMerger.directory(of: output), "." + SafePath.fitted(MediaMerger.lastComponent(output) ?? "merged", reserving: 10) + ".concat")
+        temporaryPath(".concat")
+    }
+
+    /// A hidden name next to the output, with the epoch when there is one (see ``temporaryEpoch``).
+    private func temporaryPath(_ suffix: String) -> String {
+        SafePath.join(MediaMerger.directory(of: output), temporaryPrefix + (temporaryEpoch.map { ".e\($0)" } ?? "") + suffix)
+    }
+
+    /// What every temporary name of this plan starts with, whatever its epoch (room is kept for
+    /// one: `.e` and 20 digits).
+    var temporaryPrefix: String {
+        "." + SafePath.fitted(MediaMerger.lastComponent(output) ?? "merged", reserving: temporaryEpoch == nil ? 10 : 32)
     }
 
     /// ffmpeg's arguments (without the program): no standard input, no banner, errors only,

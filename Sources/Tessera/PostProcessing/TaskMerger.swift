@@ -7,7 +7,15 @@ import Foundation
 /// A merge that ffmpeg runs is marked pending in the task's manifest first: a merge cut by a
 /// shutdown (or a kill) is still pending at the next start, and the manager runs it again then;
 /// a finished merge replaces the outputs (``DownloadTaskManager/recordReplacement(of:by:size:)``),
-/// a failed one clears the mark (the files stay).
+/// a failed one clears the mark (the files stay). A task that completes with a merge to come is
+/// marked pending in its completion's record already (a kill before the merge starts loses
+/// nothing).
+///
+/// Under a write fence (a fleet's lease, ``TaskWriteFence``) the merge is a fenced step: ffmpeg
+/// writes a temporary file named by the holder's epoch (two holders' ffmpegs never write the same
+/// file), the merged file is moved into place only while the fence permits it, and the inputs are
+/// deleted only after that move. A fleet keeps the task leased while its merge is pending, so a
+/// holder that dies mid-merge leaves it to the next, which merges again.
 final class TaskMerger: Sendable {
     let policy: MergePolicy
     private let hub: EventHub
@@ -49,6 +57,8 @@ final class TaskMerger: Sendable {
 
     private func merge(_ task: DownloadTaskInfo, plan: MergePlan, manager: DownloadTaskManager) async {
         guard let ffmpeg = policy.ffmpeg ?? MediaMerger.findFFmpeg(environment: environment) else {
+            // (Marked pending with the completion: nothing will merge it, so it is not.)
+            await manager.setMergePending(task.id, false)
             hub.emit(.taskMerge(task, .skipped(reason: "ffmpeg was not found on PATH")))
             return
         }
@@ -56,7 +66,7 @@ final class TaskMerger: Sendable {
         hub.emit(.taskMerge(task, .started(plan)))
         do {
             let id = task.id
-            let result = try await policy.merger.run(plan, ffmpeg: ffmpeg) { path, size in
+            let result = try await policy.merger.run(plan, ffmpeg: ffmpeg, fence: MergeFence(manager.layout.fence, task: id)) { path, size in
                 try? await manager.recordReplacement(of: id, by: path, size: size)
             }
             hub.emit(.taskMerge(await manager.check(task.id) ?? task, .merged(result)))
@@ -113,8 +123,9 @@ extension DownloadManifest {
     /// The metadata key that marks a completed task's merge as pending.
     static let mergePendingKey = "tessera.mergePending"
 
-    /// Whether the task's merge started and has not ended (see `TaskMerger`).
-    var mergeIsPending: Bool {
+    /// Whether the task's merge is to come or started and has not ended (see `TaskMerger`): a
+    /// fleet keeps such a completed task leased until it has ended.
+    package var mergeIsPending: Bool {
         get { metadata[Self.mergePendingKey] == "true" }
         set { metadata[Self.mergePendingKey] = newValue ? "true" : nil }
     }

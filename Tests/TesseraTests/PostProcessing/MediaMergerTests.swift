@@ -239,6 +239,33 @@ struct MediaMergerFFmpegTests {
         #expect(left == [(result.path as NSString).lastPathComponent], "no temporary file is left: \(left)")
     }
 
+    @Test func underAFenceTheMergedFileIsMovedOnlyWhileTheFencePermitsIt() async throws {
+        defer { cleanUp() }
+        let video = directory + "/v720.mp4", audio = directory + "/a128.m4a"
+        try await MediaTools.makeVideo(at: video)
+        try await MediaTools.makeAudio(at: audio)
+        let codec = MediaTools.hasLibx264 ? "avc1.64000d" : "mp4v.20.9"
+        let merger = MediaMerger()
+        let plan = try #require(merger.plan(
+            for: [MergeInput(path: video, media: MediaInfo(kind: .video, codecs: codec)), MergeInput(path: audio, media: MediaInfo(kind: .audio, codecs: "mp4a.40.2"))],
+            title: "fenced"))
+        let ffmpeg = try #require(MediaTools.ffmpeg)
+        var held = plan
+        held.temporaryEpoch = 8
+        #expect(held.ffmpegArguments.last == directory + "/." + (plan.output as NSString).lastPathComponent + ".e8.merging")
+        // A holder that lost the task (its fence says no once ffmpeg is done): nothing moves, nothing is deleted.
+        await #expect(throws: MergeError.cancelled) {
+            try await merger.run(plan, ffmpeg: ffmpeg, fence: MergeFence(epoch: 7) { false })
+        }
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory).sorted() == ["a128.m4a", "v720.mp4"])
+        // The next holder, with what a killed holder's ffmpeg left under its own epoch's name.
+        let left = held.temporaryOutput.replacingOccurrences(of: ".e8.", with: ".e7.")
+        _ = FileManager.default.createFile(atPath: left, contents: Data(repeating: 1, count: 100))
+        let result = try await merger.run(plan, ffmpeg: ffmpeg, fence: MergeFence(epoch: 8) { true })
+        #expect(result.path == plan.output && result.removedInputs == [video, audio])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory) == [(plan.output as NSString).lastPathComponent])
+    }
+
     @Test func threePartsAreConcatenated() async throws {
         defer { cleanUp() }
         let parts = ["part-1.mp4", "it's part 2.mp4", "-part-3.mp4"].map { directory + "/" + $0 }
