@@ -171,6 +171,24 @@ struct Scheduler: Sendable {
     /// Whether slots are handed out by ``grantSingleSlots(into:)`` when every running task wants
     /// one (tests turn it off to compare it with the general rule).
     var singleSlotFastPath = true
+    /// ``grantSingleSlots(into:)``'s lists, kept with their capacity between events.
+    private var scratch = SingleSlotLists()
+
+    private struct SingleSlotLists: Sendable, Hashable {
+        var needsShare: [Pair] = []
+        var waiting: [Waiting] = []
+        var granted: [Granted] = []
+
+        struct Pair: Sendable, Hashable { var sequence: Int; var id: TaskHandle }
+        struct Waiting: Sendable, Hashable { var weight: Int; var sequence: Int; var id: TaskHandle }
+        struct Granted: Sendable, Hashable { var sequence: Int; var id: TaskHandle; var host: String }
+
+        mutating func clear() {
+            needsShare.removeAll(keepingCapacity: true)
+            waiting.removeAll(keepingCapacity: true)
+            granted.removeAll(keepingCapacity: true)
+        }
+    }
     private(set) var segmentsInUse = 0
     /// The most segment slots ever held at once.
     private(set) var peakSegmentsInUse = 0
@@ -624,35 +642,44 @@ struct Scheduler: Sendable {
     /// picture at every event (the scheduler's cost grew with `-j`). Returns `false`, having
     /// done nothing, when some task wants more.
     private mutating func grantSingleSlots(into actions: inout [Action]) -> Bool {
-        var needsShare: [(sequence: Int, id: TaskHandle)] = []
-        var waiting: [(weight: Int, sequence: Int, id: TaskHandle)] = []
+        // (The lists live in `scratch` between events: an event allocates nothing.)
+        var lists = scratch
+        scratch = SingleSlotLists()
+        defer {
+            lists.clear()
+            scratch = lists
+        }
         for id in running {
             guard let (want, demand, sentShare, sequence, weight) = entries[id].map({
                 ($0.heldTotal + $0.demandTotal, $0.demandTotal, $0.sentShare, $0.sequence, $0.weight)
             }), want > 0 else { continue }
             guard want == 1 else { return false }
-            if sentShare != 1 { needsShare.append((sequence, id)) }
-            if demand == 1 { waiting.append((weight, sequence, id)) }
+            if sentShare != 1 { lists.needsShare.append(.init(sequence: sequence, id: id)) }
+            if demand == 1 { lists.waiting.append(.init(weight: weight, sequence: sequence, id: id)) }
         }
-        if needsShare.count > 1 { needsShare.sort { $0.sequence < $1.sequence } }
-        for (_, id) in needsShare {
+        if lists.needsShare.count > 1 { lists.needsShare.sort { $0.sequence < $1.sequence } }
+        for pair in lists.needsShare {
+            let id = pair.id
             entries[id]!.sentShare = 1
             actions.append(.share(id, generation: entries[id]!.generation, limit: 1))
         }
-        guard !waiting.isEmpty, segmentsInUse < limits.segments else { return true }
-        if waiting.count > 1 { waiting.sort { $0.weight != $1.weight ? $0.weight > $1.weight : $0.sequence < $1.sequence } }
-        var granted: [(sequence: Int, id: TaskHandle, host: String)] = []
-        for (_, sequence, id) in waiting {
+        guard !lists.waiting.isEmpty, segmentsInUse < limits.segments else { return true }
+        if lists.waiting.count > 1 {
+            lists.waiting.sort { $0.weight != $1.weight ? $0.weight > $1.weight : $0.sequence < $1.sequence }
+        }
+        for candidate in lists.waiting {
+            let id = candidate.id
             guard segmentsInUse < limits.segments else { break }
             // (Hosts only fill up here: one passed over stays full for the rest of the list.)
             guard let host = entries[id]!.demand.first?.key, (hostsInUse[host] ?? 0) < limits.segmentsPerHost else { continue }
-            granted.append((sequence, id, host))
+            lists.granted.append(.init(sequence: candidate.sequence, id: id, host: host))
             segmentsInUse += 1
             peakSegmentsInUse = max(peakSegmentsInUse, segmentsInUse)
             hostsInUse[host, default: 0] += 1
         }
-        if granted.count > 1 { granted.sort { $0.sequence < $1.sequence } }
-        for (_, id, host) in granted {
+        if lists.granted.count > 1 { lists.granted.sort { $0.sequence < $1.sequence } }
+        for grant in lists.granted {
+            let (id, host) = (grant.id, grant.host)
             withdraw(id, host: host, count: 1)
             entries[id]!.held[host, default: 0] += 1
             entries[id]!.heldTotal += 1

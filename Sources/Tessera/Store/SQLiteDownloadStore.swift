@@ -266,24 +266,26 @@ public final class SQLiteDownloadStore: DownloadStore {
             task.weight, task.resolveCount, lastError, task.addedAt.timeIntervalSinceReferenceDate, task.bytesDone,
             task.segmentsDone, task.bytesTotal,
         ]
-        let assignments = """
-            sequence = ?, state = ?, interruptionReason = ?, mode = ?, weight = ?, resolveCount = ?, \
-            lastError = ?, addedAt = ?, bytesDone = ?, segmentsDone = ?, bytesTotal = ?
-            """
         let key: StatementArguments = [task.id.entityType, task.id.entityKey, task.id.variantKey]
         // Most updates keep the stored manifest (its revision is the record's): one statement,
         // nothing read first.
-        try db.cachedStatement(
-            sql: "UPDATE tasks SET \(assignments) WHERE entityType = ? AND entityKey = ? AND variantKey = ? AND manifestRevision IS ?"
-        ).execute(arguments: fields + key + [task.manifestRevision])
+        try db.cachedStatement(sql: updateKeepingManifest).execute(arguments: fields + key + [task.manifestRevision])
         guard db.changesCount == 0 else { return }
         // Another revision: the manifest goes with the fields (an unknown task, removed in the
         // meantime, stays unknown).
         let manifest = try encodeManifest(task.manifest, of: task.id, path: path)
-        try db.cachedStatement(
-            sql: "UPDATE tasks SET \(assignments), manifest = ?, manifestRevision = ? WHERE entityType = ? AND entityKey = ? AND variantKey = ?"
-        ).execute(arguments: fields + [manifest, task.manifestRevision] + key)
+        try db.cachedStatement(sql: updateWithManifest).execute(arguments: fields + [manifest, task.manifestRevision] + key)
     }
+
+    /// The fields an update writes (the statements are made once: their text is the cache's key).
+    private static let updatedFields = """
+        sequence = ?, state = ?, interruptionReason = ?, mode = ?, weight = ?, resolveCount = ?, \
+        lastError = ?, addedAt = ?, bytesDone = ?, segmentsDone = ?, bytesTotal = ?
+        """
+    private static let updateKeepingManifest =
+        "UPDATE tasks SET \(updatedFields) WHERE entityType = ? AND entityKey = ? AND variantKey = ? AND manifestRevision IS ?"
+    private static let updateWithManifest =
+        "UPDATE tasks SET \(updatedFields), manifest = ?, manifestRevision = ? WHERE entityType = ? AND entityKey = ? AND variantKey = ?"
 
     // MARK: - Writing
 
@@ -303,18 +305,22 @@ public final class SQLiteDownloadStore: DownloadStore {
         }
     }
 
-    private func encodeJSON<Value: Encodable>(_ value: Value?, what: String) throws(DownloadError) -> String? {
-        try Self.encodeJSON(value, what: what, path: path)
+    /// `what` names the value in the error (made only then: a record without an error costs no
+    /// text).
+    private func encodeJSON<Value: Encodable>(_ value: Value?, what: @autoclosure () -> String) throws(DownloadError) -> String? {
+        try Self.encodeJSON(value, what: what(), path: path)
     }
 
-    private static func encodeJSON<Value: Encodable>(_ value: Value?, what: String, path: String) throws(DownloadError) -> String? {
+    private static func encodeJSON<Value: Encodable>(
+        _ value: Value?, what: @autoclosure () -> String, path: String
+    ) throws(DownloadError) -> String? {
         guard let value else { return nil }
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         do {
             return String(decoding: try encoder.encode(value), as: UTF8.self)
         } catch {
-            throw DownloadError(.storeFailure, "\(what) cannot be stored in \(path): it cannot be encoded as JSON (\(error)).")
+            throw DownloadError(.storeFailure, "\(what()) cannot be stored in \(path): it cannot be encoded as JSON (\(error)).")
         }
     }
 
