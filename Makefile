@@ -68,14 +68,18 @@ bench-deps: deps
 build: deps
 	$(SWIFT) build
 
-# The release binary, its man page (argument-parser's generate-manual plugin) and completions.
+# The release binary, its man page (argument-parser's generate-manual tool) and completions.
 PREFIX ?= /usr/local
+# (The man page comes from argument-parser's generate-manual tool run on the release binary, built
+# with the same flags: its plugin rebuilt every product with the default flags over the release
+# build, and the binary installed was that one, not the static one.)
 install: deps
 	$(SWIFT) build $(RELEASE) --product tessera
-	$(SWIFT) package --allow-writing-to-package-directory generate-manual --configuration release
+	$(SWIFT) build $(RELEASE) --product generate-manual
 	bin="$$($(SWIFT) build -c release --show-bin-path)" && root="$(DESTDIR)$(PREFIX)" && \
+	mkdir -p .build/manual && "$$bin/generate-manual" "$$bin/tessera" --output-directory .build/manual && \
 	install -D -m 755 "$$bin/tessera" "$$root/bin/tessera" && \
-	install -D -m 644 .build/plugins/GenerateManual/outputs/tessera/tessera.1 "$$root/share/man/man1/tessera.1" && \
+	install -D -m 644 .build/manual/tessera.1 "$$root/share/man/man1/tessera.1" && \
 	mkdir -p "$$root/share/bash-completion/completions" "$$root/share/zsh/site-functions" "$$root/share/fish/vendor_completions.d" && \
 	"$$bin/tessera" --generate-completion-script bash > "$$root/share/bash-completion/completions/tessera" && \
 	"$$bin/tessera" --generate-completion-script zsh > "$$root/share/zsh/site-functions/_tessera" && \
