@@ -105,6 +105,10 @@ package struct FleetHostSlots: Sendable {
             if raised > host.limit {
                 host.limit = raised
                 actions.append(.setLimit(name, raised))
+            } else if host.held < host.limit {
+                // (Fewer than the scheduler may use: its lease lapsed meanwhile. Never above.)
+                host.limit = host.held
+                actions.append(.setLimit(name, host.held))
             }
             hosts[name] = host
 

@@ -19,7 +19,7 @@ extension FleetQueue {
     /// clock, and nothing is taken unless this worker's own lease is. Never lowers what the
     /// worker holds (``releaseHostSlots(host:worker:to:)`` does, once its transfers ended).
     package func acquireHostSlots(host: String, worker: Int64, want: Int, limit: Int) async throws -> HostSlotsAnswer {
-        let want = max(0, want), limit = max(1, limit)
+        let want = min(max(0, want), 1 << 20), limit = min(max(1, limit), 1 << 20)
         return try await client.withTransaction(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(hashtext('tessera_host:' || \(host)))", logger: logger)
             let rows = try await connection.query(
@@ -37,11 +37,12 @@ extension FleetQueue {
             for try await (t, n, w, h, l) in rows.decode((Int64, Int64, Bool, Int, Bool).self) {
                 (taken, wanting, waiting, held, live) = (t, n, w, h, l)
             }
-            let wanters = Int(clamping: max(0, wanting)).addingReportingOverflow(want > 0 ? 1 : 0).partialValue
-            let share = (limit + max(1, wanters) - 1) / max(1, wanters)
+            // (Counts from the database, bounded before any arithmetic.)
+            let wanters = max(1, Int(clamping: min(max(0, wanting), 1 << 20)) + (want > 0 ? 1 : 0))
+            let share = (limit + wanters - 1) / wanters
             guard live else { return HostSlotsAnswer(slots: 0, fairShare: share, othersWaiting: waiting) }
             let free = max(0, limit - Int(clamping: min(max(0, taken), Int64(limit))))
-            let slots = max(max(0, held), min(want, free))
+            let slots = max(min(max(0, held), limit), min(want, free))
             try await connection.query(
                 """
                 INSERT INTO tessera_fleet_host_slots (host, worker, slots, wanted) VALUES (\(host), \(worker), \(slots), \(want))

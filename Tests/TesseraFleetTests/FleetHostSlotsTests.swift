@@ -104,6 +104,16 @@ import Testing
         }
     }
 
+    @Test func anAnswerBelowTheLimitLowersTheSchedulerAtOnce() {
+        var slots = FleetHostSlots(fleetLimit: 3, localLimit: 8)
+        _ = slots.handle(.beat(transfers(0, waiting: 3)))
+        _ = slots.handle(.acquired(host, slots: 3, fairShare: 3, othersWaiting: false))
+        _ = slots.handle(.beat(transfers(3, waiting: 2)))
+        // The worker's lease lapsed between two beats: the database gives it nothing.
+        #expect(slots.handle(.acquired(host, slots: 0, fairShare: 3, othersWaiting: false)) == [.setLimit(host, 0)])
+        #expect(slots.limit(host) == 0)
+    }
+
     @Test func aLostLeaseStopsEveryHost() {
         var slots = FleetHostSlots(fleetLimit: 3, localLimit: 8)
         _ = slots.handle(.beat(transfers(0, waiting: 2)))

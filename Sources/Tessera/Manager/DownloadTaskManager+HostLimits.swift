@@ -15,9 +15,10 @@ extension DownloadTaskManager {
     /// Every host with transfers in flight or waiting, with their counts: what a fleet worker
     /// asks its share of a fleet-wide per-host limit for.
     package func hostTransfers() -> [String: HostTransfers] {
+        let none = HostTransfers(inFlight: 0, waiting: 0)
         var result: [String: HostTransfers] = [:]
-        for (host, count) in scheduler.transfersByHost { result[host, default: HostTransfers(inFlight: 0, waiting: 0)].inFlight = count }
-        for (host, count) in scheduler.demandByHost { result[host, default: HostTransfers(inFlight: 0, waiting: 0)].waiting = count }
+        for (host, count) in scheduler.transfersByHost { result[host, default: none].inFlight = count }
+        for (host, count) in scheduler.demandByHost { result[host, default: none].waiting = count }
         return result
     }
 
