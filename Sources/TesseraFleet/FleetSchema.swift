@@ -30,9 +30,14 @@ import PostgresNIO
 ///   writers rarely share a row, and a batch does not update one row again and again) and
 ///   summed by the status. A claim moves a task from `queued` to `running`, which no trigger
 ///   counts: it pays nothing.
+/// - Version 3, for a fleet-wide per-host limit (`--fleet-host-connections`):
+///   `tessera_fleet_host_slots`, the transfer slots each worker holds per `host:port` and how
+///   many it wants. A row counts only while its worker is `active` and its lease live by the
+///   database's clock, so a dead worker's slots go away with its lease; the rescue deletes the
+///   rows of workers no longer active.
 public enum FleetSchema {
     /// The schema version this binary writes.
-    public static let version = 2
+    public static let version = 3
 
     /// The finished states, as SQL (the partial index's predicate and the counted states).
     static let finishedStates = "('completed', 'failed', 'invalid', 'removed')"
@@ -179,11 +184,23 @@ public enum FleetSchema {
             UNION ALL SELECT '#doubles', 0, count(*) FROM (SELECT task_id FROM tessera_fleet_completions GROUP BY task_id HAVING count(*) > 1) d
             """,
         ],
+        3: [
+            """
+            CREATE TABLE tessera_fleet_host_slots (
+                host text NOT NULL,
+                worker bigint NOT NULL REFERENCES tessera_fleet_workers (id) ON DELETE CASCADE,
+                slots integer NOT NULL CHECK (slots >= 0),
+                wanted integer NOT NULL DEFAULT 0 CHECK (wanted >= 0),
+                updated_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (host, worker)
+            )
+            """,
+        ],
     ]
 
-    /// Creates or migrates the schema; throws when the database's schema is newer than this
-    /// binary's, or it cannot be read.
-    static func migrate(_ client: PostgresClient, database: FleetDatabase, logger: Logger) async throws {
+    /// Creates or migrates the schema (up to `target`: tests build older versions); throws when
+    /// the database's schema is newer than this binary's, or it cannot be read.
+    static func migrate(_ client: PostgresClient, database: FleetDatabase, to target: Int = version, logger: Logger) async throws {
         try await client.withTransaction(logger: logger) { connection in
             // One migrator at a time (released at the end of the transaction).
             try await connection.query("SELECT pg_advisory_xact_lock(7201482353512)", logger: logger)
@@ -201,7 +218,7 @@ public enum FleetSchema {
                     server: database.description,
                     reason: "its schema is version \(current), newer than this tessera's (\(version)): upgrade tessera on this machine")
             }
-            for next in (current + 1)...max(current + 1, version) where next <= version {
+            for next in (current + 1)...max(current + 1, target) where next <= target {
                 for statement in migrations[next] ?? [] {
                     try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
                 }

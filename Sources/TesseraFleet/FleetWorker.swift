@@ -39,15 +39,27 @@ public actor FleetWorker {
         public var pid: Int32
         /// The RPC port, for the status.
         public var port: Int?
+        /// At most this many transfers at once to one `host:port` over the whole fleet
+        /// (`--fleet-host-connections`); `nil`: each worker's own per-host limit only. With it, the
+        /// worker's manager must be configured with an unlisted-host limit of 0 (a host gets
+        /// transfers once the worker holds slots for it).
+        public var hostConnections: Int?
+        /// The worker's own per-host limit (its manager's): it never asks the fleet for more.
+        public var localHostLimit: Int
 
         /// Settings.
-        public init(timing: FleetLeasePolicy.Timing, maxTasks: Int, downloadRoot: String, host: String, pid: Int32, port: Int? = nil) {
+        public init(
+            timing: FleetLeasePolicy.Timing, maxTasks: Int, downloadRoot: String, host: String, pid: Int32, port: Int? = nil,
+            hostConnections: Int? = nil, localHostLimit: Int = 16
+        ) {
             self.timing = timing
             self.maxTasks = maxTasks
             self.downloadRoot = downloadRoot
             self.host = host
             self.pid = pid
             self.port = port
+            self.hostConnections = hostConnections
+            self.localHostLimit = localHostLimit
         }
     }
 
@@ -62,6 +74,10 @@ public actor FleetWorker {
     let logger: Logger
 
     private var policy: FleetLeasePolicy
+    /// This worker's share of the fleet-wide per-host limit (``Settings/hostConnections``).
+    private var hostSlots: FleetHostSlots?
+    /// A heartbeat's per-host work is under way (one at a time: at most one per heartbeat).
+    private var hostSlotsBusy = false
     private var manager: DownloadTaskManager?
     /// This worker's id in the fleet (a new one after each rejoin).
     public private(set) var worker: Int64?
@@ -91,6 +107,7 @@ public actor FleetWorker {
         self.settings = settings
         self.logger = logger
         policy = FleetLeasePolicy(timing: settings.timing, capacity: settings.maxTasks)
+        hostSlots = settings.hostConnections.map { FleetHostSlots(fleetLimit: $0, localLimit: settings.localHostLimit) }
         fence = FleetWriteFence(patience: settings.timing.lease)
         store = FleetStore(queue: connection.queue, logger: logger)
     }
@@ -218,6 +235,55 @@ public actor FleetWorker {
         }
         let store = self.store
         own { await store.flushPending() }
+        beatHostSlots(worker: worker)
+    }
+
+    // MARK: - Per-host slots across the fleet
+
+    /// Once per answered heartbeat: the manager's per-host transfers go to ``FleetHostSlots``,
+    /// and its actions are carried out in order, in one task (a limit is set in the scheduler
+    /// before the next step reads the transfers again).
+    private func beatHostSlots(worker: Int64) {
+        guard hostSlots != nil, !hostSlotsBusy, let manager else { return }
+        hostSlotsBusy = true
+        own { [weak self] in
+            let transfers = await manager.hostTransfers()
+            await self?.carryOut(.beat(transfers), worker: worker)
+            await self?.hostSlotsDone()
+        }
+    }
+
+    private func hostSlotsDone() { hostSlotsBusy = false }
+
+    private func carryOut(_ event: FleetHostSlots.Event, worker: Int64) async {
+        guard worker == self.worker, var slots = hostSlots, let manager else { return }
+        let actions = slots.handle(event)
+        hostSlots = slots
+        let queue = connection.beats, limit = slots.fleetLimit
+        for action in actions {
+            switch action {
+            case .setLimit(let host, let count):
+                // (0 is the unlisted hosts' limit under a fleet limit: the host's own entry goes.)
+                await manager.setHostLimit(count == 0 ? nil : count, for: host)
+            case .acquire(let host, let want):
+                do {
+                    let answer = try await queue.acquireHostSlots(host: host, worker: worker, want: want, limit: limit)
+                    await carryOut(
+                        .acquired(host, slots: answer.slots, fairShare: answer.fairShare, othersWaiting: answer.othersWaiting),
+                        worker: worker)
+                } catch {
+                    logger.debug("acquiring host slots failed", metadata: ["error": "\(FleetQueue.describe(error))"])
+                    await carryOut(.failed(host), worker: worker)
+                }
+            case .release(let host, let count):
+                do {
+                    try await queue.releaseHostSlots(host: host, worker: worker, to: count)
+                    await carryOut(.released(host, to: count), worker: worker)
+                } catch {
+                    await carryOut(.failed(host), worker: worker)
+                }
+            }
+        }
     }
 
     private func obey(_ command: String, _ id: DownloadTaskID) {
@@ -235,7 +301,9 @@ public actor FleetWorker {
 
     private func rescue() {
         let queue = connection.beats, logger = self.logger
+        let prune = hostSlots != nil
         own {
+            if prune { try? await queue.pruneHostSlots() }
             do {
                 let taken = try await queue.rescue()
                 if !taken.isEmpty { logger.notice("took back the tasks of workers whose leases expired", metadata: ["tasks": "\(taken.count)"]) }
@@ -335,6 +403,12 @@ public actor FleetWorker {
     }
 
     private func dropAll() {
+        if var slots = hostSlots, let manager {
+            // The lease ended: its slots count no more; nothing new starts to a limited host.
+            let actions = slots.handle(.leaseLost)
+            hostSlots = slots
+            own { for case .setLimit(let host, _) in actions { await manager.setHostLimit(nil, for: host) } }
+        }
         let ids = fence.releaseAll()
         store.forgetAll()
         store.setWorker(nil)

@@ -48,6 +48,9 @@ struct Session {
         /// A fleet worker's store and write fence (`serve --fleet`) instead of the state
         /// directory's SQLite store.
         var fleet: (store: any DownloadStore, fence: any TaskWriteFence)?
+        /// Under a fleet-wide per-host limit (`serve --fleet-host-connections`): no transfer to a
+        /// host until the fleet worker holds slots for it.
+        var fleetHostLimit: Int?
     }
 
     static func open(_ settings: Settings) throws -> Session {
@@ -68,6 +71,13 @@ struct Session {
         if let proxy = settings.network.proxy {
             engineConfiguration.proxy = proxy.isEmpty ? .none : .url(proxy)
         }
+        if let limit = settings.fleetHostLimit {
+            // (curl keeps no more connections to one host than the fleet allows in all.)
+            engineConfiguration.maxConnectionsPerHost = min(engineConfiguration.maxConnectionsPerHost, max(1, limit))
+            // (No idle keep-alive connection outlives its transfer: the server sees the fleet's
+            // transfers, not what each worker's cache keeps.)
+            engineConfiguration.forbidsConnectionReuse = true
+        }
         let engine = try CurlEngine(configuration: engineConfiguration)
         let headers = try settings.network.headerFields()
         var configuration = DownloadTaskManager.Configuration(downloadRoot: absolute(settings.downloadRoot))
@@ -83,6 +93,7 @@ struct Session {
         configuration.merging = settings.merging
         settings.live?.apply(to: &configuration.live)
         configuration.writeFence = settings.fleet?.fence
+        if settings.fleetHostLimit != nil { configuration.unlistedHostLimit = 0 }
         let registry = makeRegistry()
         let manager = DownloadTaskManager(
             configuration: configuration, engine: engine, store: store, cache: cache, registry: registry)

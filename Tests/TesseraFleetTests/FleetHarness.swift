@@ -68,6 +68,8 @@ final class FleetHarness: @unchecked Sendable {
     let lease: Double
     /// What every worker's environment has besides the test's (a fake ffmpeg's PATH, say).
     let environment: [String: String]
+    /// Options every worker's `serve` gets besides the harness's (`--fleet-host-connections 3`).
+    let arguments: [String]
     private(set) var workers: [Worker] = []
     private var nextIndex = 0
 
@@ -77,8 +79,9 @@ final class FleetHarness: @unchecked Sendable {
 
     private init(
         server: PostgresTestServer, origin: LoopbackOrigin, connection: FleetConnection, directory: String, lease: Double,
-        environment: [String: String]
+        environment: [String: String], arguments: [String]
     ) {
+        self.arguments = arguments
         self.server = server
         self.origin = origin
         self.connection = connection
@@ -89,7 +92,9 @@ final class FleetHarness: @unchecked Sendable {
 
     /// A database, an origin and `workers` workers (each `-j jobs`), lease `lease` seconds, with
     /// `environment` added to each worker's.
-    static func start(workers count: Int, jobs: Int = 3, lease: Double = 2, environment: [String: String] = [:]) async throws -> FleetHarness {
+    static func start(
+        workers count: Int, jobs: Int = 3, lease: Double = 2, environment: [String: String] = [:], arguments: [String] = []
+    ) async throws -> FleetHarness {
         let server = try await PostgresTestServer.start()
         let origin: LoopbackOrigin
         do {
@@ -111,7 +116,8 @@ final class FleetHarness: @unchecked Sendable {
         let directory = NSTemporaryDirectory() + "tessera-fleet-" + UUID().uuidString
         try FileManager.default.createDirectory(atPath: directory + "/shared", withIntermediateDirectories: true)
         let harness = FleetHarness(
-            server: server, origin: origin, connection: connection, directory: directory, lease: lease, environment: environment)
+            server: server, origin: origin, connection: connection, directory: directory, lease: lease, environment: environment,
+            arguments: arguments)
         for _ in 0..<count { try harness.startWorker(jobs: jobs) }
         return harness
     }
@@ -119,9 +125,10 @@ final class FleetHarness: @unchecked Sendable {
     /// Runs `body` with a fleet of `workers` workers, once they all joined, and tears it down;
     /// an error is recorded with the workers' logs.
     static func with(
-        workers: Int, jobs: Int, lease: Double, environment: [String: String] = [:], _ body: (FleetHarness) async throws -> Void
+        workers: Int, jobs: Int, lease: Double, environment: [String: String] = [:], arguments: [String] = [],
+        _ body: (FleetHarness) async throws -> Void
     ) async throws {
-        let fleet = try await start(workers: workers, jobs: jobs, lease: lease, environment: environment)
+        let fleet = try await start(workers: workers, jobs: jobs, lease: lease, environment: environment, arguments: arguments)
         do {
             #expect(await eventually(within: .seconds(30)) { (try? await fleet.activeWorkerPids().count) == workers }, "\(fleet.logs)")
             try await body(fleet)
@@ -149,7 +156,7 @@ final class FleetHarness: @unchecked Sendable {
             [
                 "serve", "--fleet", server.url, "--fleet-lease", String(lease), "--dir", root, "--state-dir", state,
                 "--rpc-listen-port", "0", "-j", String(jobs), "-N", "8", "-x", "2", "--proxy", "", "--no-cache", "-v",
-            ],
+            ] + arguments,
             environment: childEnvironment(adding: environment.merging(["XDG_CONFIG_HOME": directory + "/no-config"]) { $1 }),
             directory: directory, input: .null,
             output: .descriptor(outFile), error: .descriptor(errFile))

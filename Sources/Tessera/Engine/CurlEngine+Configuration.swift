@@ -53,6 +53,11 @@ extension CurlEngine {
         public var receiveBufferSize: Int = 512 * 1024
         /// Whether HTTP/2 is negotiated over TLS and transfers to one host share a connection.
         public var allowsHTTP2: Bool = true
+        /// Whether each connection closes when its transfer ends (`CURLOPT_FORBID_REUSE`) instead
+        /// of waiting, idle, in the cache for the next one. A fleet under a fleet-wide per-host
+        /// limit sets it: an idle keep-alive connection of one worker would count at the server
+        /// beside the transfers the limit gives to the others.
+        package var forbidsConnectionReuse = false
         /// Where the engine logs; debug level shows each transfer's start and end.
         public var logger: Logger = Logger(label: "tessera.engine")
         /// Where the engine reports its metrics through swift-metrics: body bytes received

@@ -185,6 +185,8 @@ final class CurlTransfer {
         }
         set(CURLOPT_USERAGENT, configuration.userAgent, "USERAGENT")
         set(CURLOPT_TCP_KEEPALIVE, 1, "TCP_KEEPALIVE")
+        // (Set either way: a pooled handle keeps its last transfer's options.)
+        set(CURLOPT_FORBID_REUSE, configuration.forbidsConnectionReuse ? 1 : 0, "FORBID_REUSE")
         // Advisory: libcurl refuses it on a pooled handle that still has its receive buffer
         // (seen after HTTP/2 transfers), and that buffer is already this engine's size.
         _ = tessera_curl_easy_setopt_long(easy, CURLOPT_BUFFERSIZE, configuration.receiveBufferSize)

@@ -67,6 +67,11 @@ extension DownloadTaskManager {
         /// Who may write the tasks' journals and files under ``downloadRoot`` when other
         /// processes share it (a fleet's leases); `nil` (the default): this manager alone.
         package var writeFence: (any TaskWriteFence)?
+        /// The transfer limit of every host that has no limit of its own
+        /// (``DownloadTaskManager/setHostLimit(_:for:)``); `nil` (the default): only
+        /// ``maxConcurrentSegmentsPerHost``. A fleet under a fleet-wide per-host limit sets 0: a
+        /// host gets transfers only once its worker holds slots for it.
+        package var unlistedHostLimit: Int?
         /// Where to log.
         public var logger = Logger(label: "tessera.manager")
 

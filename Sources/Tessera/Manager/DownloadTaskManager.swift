@@ -114,6 +114,7 @@ public actor DownloadTaskManager {
                 segmentsPerHost: configuration.maxConcurrentSegmentsPerHost ?? configuration.maxConcurrentSegments,
                 allowsMeteredNetwork: configuration.allowsMeteredNetwork, maxNetworkWait: configuration.maxNetworkWait),
             network: configuration.networkMonitor?.currentStatus ?? .online)
+        if let limit = configuration.unlistedHostLimit { _ = scheduler.handle(.unlistedHostLimit(limit)) }
     }
 
     /// A manager let go without ``shutdown()`` ends what waits on it: the task that applies what

@@ -17,7 +17,10 @@
 /// - **Segment slots (`-N`).** At most ``Limits/segments`` segment transfers over all tasks, and
 ///   ``Limits/segmentsPerHost`` to one host. A running task may hold at most
 ///   `segments - (tasks wanting slots - 1)`; a freed slot goes to the task holding the fewest,
-///   the heavier first among equals, then the earlier added.
+///   the heavier first among equals, then the earlier added. A host may have a limit of its own
+///   below that (``Event/hostLimit(_:_:)``, a fleet's share of a fleet-wide limit), and hosts
+///   without one a common limit (``Event/unlistedHostLimit(_:)``); every grant reads
+///   ``hostCap(_:)``. Lowering a limit stops nothing: transfers above it run to their end.
 /// - **State.** Every change follows ``DownloadTaskState/transitions``; a refused one is reported,
 ///   never applied.
 /// - **Environment.** A critical disk stops every running task (`interrupted(diskSpace)`) and
@@ -102,6 +105,13 @@ struct Scheduler: Sendable {
         case hostReachable(String)
         /// A task's network wait number `wait` ran out.
         case networkWaitExpired(TaskHandle, wait: Int)
+        /// At most `limit` transfers to `host` from now on, below ``Limits/segmentsPerHost``;
+        /// `nil` clears the host's own limit (it falls back to ``unlistedHostLimit``).
+        case hostLimit(String, Int?)
+        /// The limit of every host without one of its own (`nil`: none but
+        /// ``Limits/segmentsPerHost``). Under a fleet-wide limit it is 0: a host not yet leased
+        /// gets no transfer until its worker holds slots for it.
+        case unlistedHostLimit(Int?)
     }
 
     /// What the manager does.
@@ -193,6 +203,10 @@ struct Scheduler: Sendable {
     /// The most segment slots ever held at once.
     private(set) var peakSegmentsInUse = 0
     private var hostsInUse: [String: Int] = [:]
+    /// Limits of single hosts below ``Limits/segmentsPerHost`` (``Event/hostLimit(_:_:)``).
+    private(set) var hostLimits: [String: Int] = [:]
+    /// The limit of hosts not in ``hostLimits`` (``Event/unlistedHostLimit(_:)``).
+    private(set) var unlistedHostLimit: Int?
     private var topWeight = 0
     /// Counts commands (see ``Entry/touchedAt``).
     private(set) var epoch = 0
@@ -227,6 +241,25 @@ struct Scheduler: Sendable {
 
     /// Tasks holding a task slot now.
     private(set) var activeCount = 0
+
+    /// How many transfers `host` may have at once: the least of ``Limits/segmentsPerHost`` and
+    /// the host's own limit (or the limit of unlisted hosts). The one rule both grant paths read.
+    func hostCap(_ host: String) -> Int {
+        min(limits.segmentsPerHost, hostLimits[host] ?? unlistedHostLimit ?? .max)
+    }
+
+    /// Segment slots held now, by host (transfers in flight or about to start).
+    var transfersByHost: [String: Int] { hostsInUse }
+
+    /// Segment slots running tasks wait for, by host.
+    var demandByHost: [String: Int] {
+        var demand: [String: Int] = [:]
+        for id in running {
+            guard let entry = entries[id], entry.demandTotal > 0 else { continue }
+            for (host, count) in entry.demand where count > 0 { demand[host, default: 0] += count }
+        }
+        return demand
+    }
 
     /// Counts the task in ``activeCount`` or not, as it stands now: called after every change of
     /// its state, its demand or its place among the running tasks.
@@ -420,6 +453,18 @@ struct Scheduler: Sendable {
             guard let entry = entries[id], entry.networkWaits == wait, entry.state == .interrupted(.network) else { return [] }
             transition(id, to: .failed, into: &actions)
             launchWaiting(into: &actions)
+
+        case .hostLimit(let host, let limit):
+            let limit = limit.map { max(0, $0) }
+            guard hostLimits[host] != limit else { return [] }
+            hostLimits[host] = limit
+            grantSlots(into: &actions)
+
+        case .unlistedHostLimit(let limit):
+            let limit = limit.map { max(0, $0) }
+            guard unlistedHostLimit != limit else { return [] }
+            unlistedHostLimit = limit
+            grantSlots(into: &actions)
         }
         return actions
     }
@@ -598,7 +643,7 @@ struct Scheduler: Sendable {
                 let contender = contenders[index]
                 guard contender.demand > 0, contender.held < contender.share else { continue }
                 guard let host = contender.hostOrder.first(where: {
-                    (contender.hosts[$0] ?? 0) > 0 && (hostsInUse[$0] ?? 0) < limits.segmentsPerHost
+                    (contender.hosts[$0] ?? 0) > 0 && (hostsInUse[$0] ?? 0) < hostCap($0)
                 })
                 else { continue }
                 if let current = best {
@@ -671,7 +716,7 @@ struct Scheduler: Sendable {
             let id = candidate.id
             guard segmentsInUse < limits.segments else { break }
             // (Hosts only fill up here: one passed over stays full for the rest of the list.)
-            guard let host = entries[id]!.demand.first?.key, (hostsInUse[host] ?? 0) < limits.segmentsPerHost else { continue }
+            guard let host = entries[id]!.demand.first?.key, (hostsInUse[host] ?? 0) < hostCap(host) else { continue }
             lists.granted.append(.init(sequence: candidate.sequence, id: id, host: host))
             segmentsInUse += 1
             peakSegmentsInUse = max(peakSegmentsInUse, segmentsInUse)

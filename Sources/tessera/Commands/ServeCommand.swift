@@ -22,7 +22,9 @@ struct ServeCommand: AsyncParsableCommand {
             downloads added to any worker are queued in PostgreSQL and claimed by whichever has \
             room; --dir must be the same shared directory on every worker, each with its own \
             --state-dir. A worker that dies or freezes past its lease has its downloads taken \
-            over by the others, from the bytes it left; SIGTERM hands its downloads back at once.
+            over by the others, from the bytes it left; SIGTERM hands its downloads back at once. \
+            --fleet-host-connections N keeps the whole fleet to N transfers at once to any one \
+            server (host:port); each worker's -N still caps its own.
             """
     )
 
@@ -68,6 +70,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(name: .customLong("fleet-lease"), help: ArgumentHelp("Seconds a worker's lease lasts without a heartbeat (heartbeats every third of it); others take over after it.", valueName: "seconds"))
     var fleetLease: Double = 15
 
+    @Option(name: .customLong("fleet-host-connections"), help: ArgumentHelp("With --fleet: transfers at once to one host:port over the whole fleet (each worker's -N still caps its own).", valueName: "n"))
+    var fleetHostConnections: Int?
+
     @OptionGroup var network: NetworkOptions
     @OptionGroup var state: StateOptions
     @OptionGroup var merge: MergeOptions
@@ -83,6 +88,10 @@ struct ServeCommand: AsyncParsableCommand {
         guard connectionsPerFile >= 1 else { throw ValidationError("-x must be at least 1") }
         if let secret, secret.isEmpty { throw ValidationError("--rpc-secret cannot be empty") }
         guard fleetLease.isFinite, fleetLease >= 1, fleetLease <= 3600 else { throw ValidationError("--fleet-lease takes 1 to 3600 seconds") }
+        if let limit = fleetHostConnections {
+            guard fleet != nil else { throw ValidationError("--fleet-host-connections needs --fleet") }
+            guard (1...10_000).contains(limit) else { throw ValidationError("--fleet-host-connections takes 1 to 10000") }
+        }
         if let limit = maxOverallDownloadLimit, limit != "0", ByteCount.parse(limit) == nil {
             throw ValidationError("--max-overall-download-limit takes a size per second such as 500K or 2M, not \"\(limit)\"")
         }
@@ -117,7 +126,10 @@ struct ServeCommand: AsyncParsableCommand {
             var settings = Session.Settings(
                 downloadRoot: directory, jobs: maxConcurrentDownloads, segments: segments, connectionsPerFile: connectionsPerFile,
                 network: network, state: state, merging: merge.policy)
-            if let worker = fleetWorker?.worker { settings.fleet = (worker.store, worker.fence) }
+            if let worker = fleetWorker?.worker {
+                settings.fleet = (worker.store, worker.fence)
+                settings.fleetHostLimit = fleetHostConnections
+            }
             session = try Session.open(settings)
         } catch {
             await fleetWorker?.connection.close()
@@ -213,7 +225,8 @@ struct ServeCommand: AsyncParsableCommand {
             let timing = FleetLeasePolicy.Timing(lease: lease, heartbeat: lease / 3, margin: lease / 5, claimPoll: min(.seconds(2), lease / 3))
             let settings = FleetWorker.Settings(
                 timing: timing, maxTasks: maxConcurrentDownloads, downloadRoot: absolute(directory),
-                host: ProcessInfo.processInfo.hostName, pid: getpid(), port: port == 0 ? nil : port)
+                host: ProcessInfo.processInfo.hostName, pid: getpid(), port: port == 0 ? nil : port,
+                hostConnections: fleetHostConnections, localHostLimit: max(1, segments))
             return (connection, FleetWorker(connection: connection, settings: settings, logger: logger))
         } catch {
             Terminal.err("tessera: cannot join the fleet: \(error)")

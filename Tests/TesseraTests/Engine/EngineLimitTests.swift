@@ -62,6 +62,19 @@ import TesseraTesting
         }
     }
 
+    @Test func withoutReuseNoIdleConnectionStaysOpenAfterItsTransfer() async throws {
+        var configuration = CurlEngine.Configuration.forTests()
+        configuration.forbidsConnectionReuse = true
+        let engine = try CurlEngine(configuration: configuration)
+        try await withLoopbackOrigin { origin in
+            for index in 0..<5 {
+                _ = try await engine.transfer(TransferRequest(url: origin.url("/bytes/1000/f\(index)"), destination: .discard))
+                #expect(await eventually(within: .seconds(5)) { origin.openConnections == 0 }, "transfer \(index)'s connection closed")
+            }
+            #expect(origin.connectionsAccepted == 5)
+        }
+    }
+
     @Test func theEngineQueueHoldsWhatLibcurlShouldNotSeeYet() async throws {
         var configuration = CurlEngine.Configuration.forTests()
         configuration.maxActiveTransfers = 4

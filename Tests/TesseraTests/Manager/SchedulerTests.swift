@@ -283,6 +283,75 @@ import Testing
         #expect(granted(freed)[b] == 1, "the freed x slot goes to the task holding fewer")
     }
 
+    @Test func aHostsOwnLimitCapsItsGrantsBelowThePerHostLimit() {
+        var scheduler = scheduler(tasks: 3, segments: 8, perHost: 4)
+        add([a, b], to: &scheduler)
+        _ = scheduler.handle(.hostLimit("x", 2))
+        #expect(scheduler.hostCap("x") == 2 && scheduler.hostCap("y") == 4)
+        let first = scheduler.handle(.resolved(a, generation: generation(scheduler, a), demand: ["x": 3, "y": 3]))
+        #expect(scheduler.entry(a)!.held == ["x": 2, "y": 3], "x stops at its own limit, y at the per-host one")
+        let second = scheduler.handle(.resolved(b, generation: generation(scheduler, b), demand: ["x": 2]))
+        #expect(granted(second)[b] == nil, "x is at its own limit")
+        #expect(granted(first)[a] == 5)
+        #expect(scheduler.transfersByHost == ["x": 2, "y": 3])
+        #expect(scheduler.demandByHost == ["x": 3])
+        // Raised: the next slot goes at once, to the task holding fewer.
+        let raised = scheduler.handle(.hostLimit("x", 3))
+        #expect(granted(raised) == [b: 1])
+        // Above the per-host limit, the per-host limit still holds.
+        let above = scheduler.handle(.hostLimit("x", 10))
+        #expect(granted(above) == [b: 1], "x reaches the per-host limit of 4")
+        #expect(scheduler.transfersByHost["x"] == 4)
+    }
+
+    @Test func aLoweredHostLimitStopsNothingAndGrantsAgainOnlyBelowIt() {
+        var scheduler = scheduler(tasks: 3, segments: 8, perHost: 4)
+        add([a, b], to: &scheduler)
+        _ = scheduler.handle(.resolved(a, generation: generation(scheduler, a), demand: ["x": 4]))
+        _ = scheduler.handle(.resolved(b, generation: generation(scheduler, b), demand: ["x": 4]))
+        #expect(scheduler.transfersByHost["x"] == 4 && scheduler.demandByHost["x"] == 4)
+        let lowered = scheduler.handle(.hostLimit("x", 2))
+        #expect(!lowered.contains { if case .cancel = $0 { true } else { false } } && granted(lowered).isEmpty)
+        #expect(scheduler.transfersByHost["x"] == 4, "transfers above the new limit run to their end")
+        let three = scheduler.handle(.returned(a, generation: generation(scheduler, a), host: "x", count: 1))
+        let two = scheduler.handle(.returned(a, generation: generation(scheduler, a), host: "x", count: 1))
+        #expect(granted(three).isEmpty && granted(two).isEmpty, "4 -> 2 in flight: nothing granted down to the new limit")
+        let one = scheduler.handle(.returned(a, generation: generation(scheduler, a), host: "x", count: 1))
+        #expect(granted(one) == [b: 1], "one below the limit: one slot goes out again, to the task holding fewer")
+        #expect(scheduler.transfersByHost["x"] == 2)
+    }
+
+    @Test func underAnUnlistedLimitOfZeroAHostWaitsForItsOwnLimit() {
+        var scheduler = scheduler(tasks: 3, segments: 8)
+        add([a], to: &scheduler)
+        _ = scheduler.handle(.unlistedHostLimit(0))
+        let resolved = scheduler.handle(.resolved(a, generation: generation(scheduler, a), demand: ["x": 3, "y": 1]))
+        #expect(granted(resolved).isEmpty, "no host is leased yet")
+        #expect(scheduler.demandByHost == ["x": 3, "y": 1])
+        let leased = scheduler.handle(.hostLimit("x", 2))
+        #expect(leased.contains(.grant(a, generation: generation(scheduler, a), host: "x", count: 2)))
+        #expect(scheduler.transfersByHost == ["x": 2])
+        _ = scheduler.handle(.hostLimit("x", nil))
+        #expect(scheduler.hostCap("x") == 0, "a cleared limit falls back to the unlisted hosts' one")
+        let lifted = scheduler.handle(.unlistedHostLimit(nil))
+        #expect(lifted.contains(.grant(a, generation: generation(scheduler, a), host: "y", count: 1)))
+        #expect(scheduler.transfersByHost == ["x": 3, "y": 1])
+    }
+
+    @Test func singleSlotTasksRespectAHostsOwnLimit() {
+        var scheduler = scheduler(tasks: 6, segments: 8)
+        let ids = (1...5).map { TaskHandle($0) }
+        add(ids, to: &scheduler)
+        _ = scheduler.handle(.hostLimit("x", 2))
+        var grants = 0
+        for id in ids {
+            grants += granted(scheduler.handle(.resolved(id, generation: generation(scheduler, id), demand: ["x": 1]))).values.reduce(0, +)
+        }
+        #expect(grants == 2 && scheduler.transfersByHost["x"] == 2)
+        let raised = scheduler.handle(.hostLimit("x", 3))
+        #expect(granted(raised) == [ids[2]: 1], "by weight, then age")
+    }
+
     @Test func reportsOfAnOlderRunAreIgnored() {
         var scheduler = scheduler(tasks: 1, segments: 2)
         add([a], to: &scheduler)
@@ -452,7 +521,7 @@ import Testing
             let host = hosts[Int.random(in: 0..<hosts.count, using: &random)]
             let many = Int.random(in: 0..<8, using: &random) == 0
             let event: Scheduler.Event
-            switch Int.random(in: 0..<10, using: &random) {
+            switch Int.random(in: 0..<12, using: &random) {
             case 0 where added < ids.count:
                 added += 1
                 event = .added(ids[added - 1], sequence: added, start: Bool.random(using: &random))
@@ -464,6 +533,9 @@ import Testing
                 let held = fast.entry(id)?.held.first
                 event = .returned(id, generation: generation, host: held?.key ?? host, count: 1, withdrawn: Int.random(in: 0...1, using: &random))
             case 8: event = .ended(id, generation: generation, [.completed, .failed(permanent: false), .stopped].randomElement(using: &random)!)
+            // A fleet's host limits: raised, lowered below what is in flight, cleared.
+            case 9: event = .hostLimit(host, Bool.random(using: &random) ? nil : Int.random(in: 0...3, using: &random))
+            case 10: event = .unlistedHostLimit([nil, 0, 1].randomElement(using: &random)!)
             default: event = .cap(id, generation: generation, slots: many ? 1 : nil)
             }
             _ = fast.beginCommand()
@@ -472,6 +544,10 @@ import Testing
             let generalActions = general.handle(event)
             #expect(fastActions == generalActions, "step \(step): \(event)")
             #expect(fast.segmentsInUse == general.segmentsInUse && fast.running == general.running, "step \(step)")
+            #expect(fast.transfersByHost == general.transfersByHost, "step \(step)")
+            for case .grant(_, _, let host, _) in fastActions {
+                #expect(fast.transfersByHost[host, default: 0] <= fast.hostCap(host), "step \(step): a grant above \(host)'s limit")
+            }
             for id in ids { #expect(fast.entry(id) == general.entry(id), "step \(step), task \(id)") }
             if fastActions != generalActions { return }
         }
