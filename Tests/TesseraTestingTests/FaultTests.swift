@@ -56,7 +56,7 @@ extension OriginTests {
                 defer { connection.close() }
                 try connection.send("GET", path)
                 // Let the socket buffers fill: the origin stops at the backpressure.
-                let stopped = await settledValue(within: .seconds(5), quiet: .milliseconds(50)) { origin.bytesServed(for: path) }
+                let stopped = await settledValue(quiet: .milliseconds(50)) { origin.bytesServed(for: path) }
                 #expect(stopped != nil, "the origin stops writing at the backpressure")
                 let head = try connection.readHead()
                 #expect(head.status == 200)

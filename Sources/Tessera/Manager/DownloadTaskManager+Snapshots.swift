@@ -140,7 +140,7 @@ extension DownloadTaskManager {
     /// a completed task's record is taken (the events told too), what it keeps of its manifest
     /// is its compact form.
     private func storedRecord(_ handle: TaskHandle) -> TaskRecord? {
-        guard let task = byHandle[handle], tasks[task.id] === task else { return nil }
+        guard let task = byHandle[handle], !task.isRemoved else { return nil }
         let state = state(of: task)
         guard state != .removed else { return nil }
         let record = taskRecord(task, state: state)

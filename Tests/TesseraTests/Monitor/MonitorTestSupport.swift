@@ -14,7 +14,7 @@ import Glibc
 enum MonitorTestSupport {
     /// Polls `condition` every 5 ms until it holds or `timeout` passes (`eventually` of
     /// `TesseraTesting`).
-    static func waitUntil(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
+    static func waitUntil(timeout: Duration = .seconds(30), _ condition: () -> Bool) async -> Bool {
         await eventually(within: timeout, every: .milliseconds(5), condition)
     }
 
@@ -145,17 +145,17 @@ final class StatusRecorder: Sendable {
     var ended: Bool { state.withLock { $0.ended } }
 
     /// Waits until the stream has yielded at least `count` statuses.
-    func waitForValues(_ count: Int, timeout: Duration = .seconds(5)) async -> Bool {
+    func waitForValues(_ count: Int, timeout: Duration = .seconds(30)) async -> Bool {
         await MonitorTestSupport.waitUntil(timeout: timeout) { values.count >= count }
     }
 
     /// Waits until a yielded status satisfies `predicate`.
-    func waitForValue(timeout: Duration = .seconds(10), where predicate: (NetworkStatus) -> Bool) async -> Bool {
+    func waitForValue(timeout: Duration = .seconds(30), where predicate: (NetworkStatus) -> Bool) async -> Bool {
         await MonitorTestSupport.waitUntil(timeout: timeout) { values.contains(where: predicate) }
     }
 
     /// Waits until the stream ends.
-    func waitForEnd(timeout: Duration = .seconds(5)) async -> Bool {
+    func waitForEnd(timeout: Duration = .seconds(30)) async -> Bool {
         await MonitorTestSupport.waitUntil(timeout: timeout) { ended }
     }
 

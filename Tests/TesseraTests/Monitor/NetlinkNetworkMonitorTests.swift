@@ -187,7 +187,7 @@ struct NetlinkNetworkMonitorTests {
         // Closed (or, if another test opened one since, a different descriptor at that number).
         #expect(Support.descriptorIdentity(descriptors.socket) != socket)
         #expect(Support.descriptorIdentity(descriptors.wakeup) != wakeup)
-        #expect(await MonitorTestSupport.waitUntil(timeout: .seconds(2)) { !Support.threadExists(thread) })
+        #expect(await MonitorTestSupport.waitUntil(timeout: .seconds(20)) { !Support.threadExists(thread) })
     }
 
     @Test("dropping the last reference stops the monitor")
@@ -203,7 +203,7 @@ struct NetlinkNetworkMonitorTests {
         monitor = nil
         #expect(await recorder.waitForEnd())
         #expect(Support.descriptorIdentity(descriptors.socket) != socket)
-        #expect(await MonitorTestSupport.waitUntil(timeout: .seconds(2)) { !Support.threadExists(thread) })
+        #expect(await MonitorTestSupport.waitUntil(timeout: .seconds(20)) { !Support.threadExists(thread) })
     }
 
     @Test("50 monitors started and stopped leave no descriptor behind")
