@@ -216,8 +216,9 @@ struct MediaMergerFFmpegTests {
 
     func cleanUp() { try? FileManager.default.removeItem(atPath: directory) }
 
-    @Test func aVideoAndAnAudioTrackBecomeOneFile() async throws {
-        defer { cleanUp() }
+    /// A 2 s video and an audio track made by ffmpeg in the test's directory, and the plan that
+    /// merges them into `title`.
+    func videoAndAudio(title: String) async throws -> (MediaMerger, MergePlan, video: String, audio: String) {
         let video = directory + "/v720.mp4", audio = directory + "/a128.m4a"
         try await MediaTools.makeVideo(at: video)
         try await MediaTools.makeAudio(at: audio)
@@ -225,7 +226,13 @@ struct MediaMergerFFmpegTests {
         let merger = MediaMerger()
         let plan = try #require(merger.plan(
             for: [MergeInput(path: video, media: MediaInfo(kind: .video, codecs: codec)), MergeInput(path: audio, media: MediaInfo(kind: .audio, codecs: "mp4a.40.2"))],
-            title: "it's a \"show\""))
+            title: title))
+        return (merger, plan, video, audio)
+    }
+
+    @Test func aVideoAndAnAudioTrackBecomeOneFile() async throws {
+        defer { cleanUp() }
+        let (merger, plan, video, audio) = try await videoAndAudio(title: "it's a \"show\"")
         let ffmpeg = try #require(MediaTools.ffmpeg)
         let result = try await merger.run(plan, ffmpeg: ffmpeg)
         #expect(result.path == directory + "/it's a \"show\"." + (MediaTools.hasLibx264 ? "mp4" : "mkv"))
@@ -241,14 +248,7 @@ struct MediaMergerFFmpegTests {
 
     @Test func underAFenceTheMergedFileIsMovedOnlyWhileTheFencePermitsIt() async throws {
         defer { cleanUp() }
-        let video = directory + "/v720.mp4", audio = directory + "/a128.m4a"
-        try await MediaTools.makeVideo(at: video)
-        try await MediaTools.makeAudio(at: audio)
-        let codec = MediaTools.hasLibx264 ? "avc1.64000d" : "mp4v.20.9"
-        let merger = MediaMerger()
-        let plan = try #require(merger.plan(
-            for: [MergeInput(path: video, media: MediaInfo(kind: .video, codecs: codec)), MergeInput(path: audio, media: MediaInfo(kind: .audio, codecs: "mp4a.40.2"))],
-            title: "fenced"))
+        let (merger, plan, video, audio) = try await videoAndAudio(title: "fenced")
         let ffmpeg = try #require(MediaTools.ffmpeg)
         var held = plan
         held.temporaryEpoch = 8
