@@ -70,6 +70,12 @@ public final class DirectEntity: PayloadEntity<DirectEntityPayload>, DownloadPar
     public var resolvesToFreshURLs: Bool { false }
 
     public func resolve(in context: ResolveContext) async throws -> DownloadManifest {
+        try immediateManifest()
+    }
+}
+
+extension DirectEntity: ResolvesImmediately {
+    func immediateManifest() throws -> DownloadManifest {
         let url = payload.url
         try URLSafety.check(url, context: "the URL")
         let given = payload.fileName.map { SafePath.sanitizedFileName($0) }

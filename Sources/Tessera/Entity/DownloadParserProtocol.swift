@@ -22,3 +22,11 @@ extension DownloadParserProtocol {
     /// fixed (a plain URL) says `false`, and such a refusal fails the task at once.
     public var resolvesToFreshURLs: Bool { true }
 }
+
+/// An entity whose manifest needs no request, no file and no wait (a plain URL): the manager
+/// names its outputs and asks for its first slots when it launches the run, which then neither
+/// resolves nor waits for the manager before its first transfer.
+protocol ResolvesImmediately: DownloadParserProtocol {
+    /// The manifest ``DownloadParserProtocol/resolve(in:)`` would give.
+    func immediateManifest() throws -> DownloadManifest
+}

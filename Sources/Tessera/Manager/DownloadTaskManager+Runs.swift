@@ -16,25 +16,51 @@ extension DownloadTaskManager {
         _ ticket: RunTicket, _ manifest: DownloadManifest, resolved: Bool, demand: [String: Int]?, cap: Int? = nil
     ) async -> (DownloadManifest, Bool)? {
         guard let task = current(ticket) else { return nil }
+        let (named, changed) = keep(manifest, of: task, resolved: resolved)
+        if resolved, Self.namesOwnOutputs(named, mode: task.mode) {
+            await writeUnsaved()
+            guard current(ticket) != nil else { return nil }
+        }
+        // The first slots are granted before the run hears back: they wait in its events.
+        if let demand { announce(ticket, demand: demand, cap: cap) }
+        return (named, changed)
+    }
+
+    /// The task keeps `manifest` (its outputs named first when freshly `resolved`); returns the
+    /// named manifest and whether its content differs from the one before.
+    func keep(_ manifest: DownloadManifest, of task: ManagedTask, resolved: Bool) -> (DownloadManifest, Bool) {
         if resolved { task.resolveCount += 1 }
         let previous = task.manifest
         let named = resolved ? assignOutputNames(task, manifest) : manifest
         let changed = previous.map { !$0.hasSameSegments(as: named) } ?? false
         task.setManifest(named, layout: layout)
         saveRecord(task)
-        if resolved, named.outputs.contains(where: { !$0.isNamedByResponse && ($0.isSelected || task.mode == .cacheOnly) }) {
-            // The names given to the outputs reach the store before any byte reaches their
-            // files: after a kill, the same files are found again under the same names.
-            await writeUnsaved()
-            guard current(ticket) != nil else { return nil }
-        }
-        // The first slots are granted before the run hears back: they wait in its events.
-        if let demand {
-            // (A cap first: no slot beyond it is granted, not even for a moment.)
-            if let cap { apply(scheduler.handle(.cap(ticket.handle, generation: ticket.generation, slots: cap))) }
-            apply(scheduler.handle(.resolved(ticket.handle, generation: ticket.generation, demand: demand)))
-        }
         return (named, changed)
+    }
+
+    /// Whether `manifest` names outputs itself (not from a response): those names reach the
+    /// store before any byte reaches their files, so that after a kill the same files are found
+    /// again under the same names.
+    static func namesOwnOutputs(_ manifest: DownloadManifest, mode: DownloadTaskMode) -> Bool {
+        manifest.outputs.contains { !$0.isNamedByResponse && ($0.isSelected || mode == .cacheOnly) }
+    }
+
+    /// Tells the scheduler the first slots a run wants (a cap first: no slot beyond it is
+    /// granted, not even for a moment).
+    func announce(_ ticket: RunTicket, demand: [String: Int], cap: Int?) {
+        if let cap { apply(scheduler.handle(.cap(ticket.handle, generation: ticket.generation, slots: cap))) }
+        apply(scheduler.handle(.resolved(ticket.handle, generation: ticket.generation, demand: demand)))
+    }
+
+    /// The manifest of a fresh task whose entity ``ResolvesImmediately``, checked as a run
+    /// checks what it resolves; `nil` when the entity resolves otherwise, or its manifest is
+    /// refused (the run then resolves and reports the error).
+    func immediateManifest(of task: ManagedTask) -> DownloadManifest? {
+        guard task.manifest == nil, let entity = task.entity as? any ResolvesImmediately,
+            let manifest = try? entity.immediateManifest(), !manifest.isLive,
+            (try? manifest.validate(maxSegments: configuration.maxSegments, includingUnselected: task.mode == .cacheOnly)) != nil
+        else { return nil }
+        return manifest
     }
 
     /// A run named output `index` `name` (claimed in ``claims``; `original` is the name it was

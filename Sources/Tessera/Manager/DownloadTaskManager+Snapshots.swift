@@ -157,7 +157,7 @@ extension DownloadTaskManager {
     }
 
     /// Takes every change not in the store yet as one batch, written after the batches before it.
-    private func startStoreWrite() {
+    func startStoreWrite() {
         if !unsaved.isEmpty {
             let batch = unsaved.take(records: storedRecord)
             let previous = lastStoreWrite, store = self.store, hub = self.hub, logger = configuration.logger

@@ -605,9 +605,20 @@ public actor DownloadTaskManager {
         let mailbox = RunMailbox(ticket: ticket) { inbox.post($0) }
         let events = EventQueue<RunEvent>()
         let progress = TaskProgress(startingAt: task.progress?.snapshot ?? task.summary)
-        let start = RunStart(
+        var start = RunStart(
             manifest: task.manifest, resolveCount: task.resolveCount, isFresh: task.manifest == nil,
             waitsForDeletion: deletions[id] != nil)
+        // A plain URL is resolved and named here: its run starts downloading without a round
+        // trip through the manager.
+        if !start.waitsForDeletion, let manifest = immediateManifest(of: task) {
+            CrashPoint.resolved.reach()
+            let (named, _) = keep(manifest, of: task, resolved: true)
+            start.announced = named
+            if Self.namesOwnOutputs(named, mode: task.mode) {
+                startStoreWrite()
+                start.namesStored = lastStoreWrite
+            }
+        }
         let run = TaskRun(
             ticket: ticket, id: id, manager: self, start: start, entity: task.entity, mode: task.mode, progress: progress,
             mailbox: mailbox,
@@ -622,6 +633,10 @@ public actor DownloadTaskManager {
                 await previous?.value
                 await run.run()
             })
+        if let named = start.announced {
+            // (Its first slots wait in its events until it takes them.)
+            announce(ticket, demand: TaskRun.demand(of: named, mode: task.mode, shared: run.shared), cap: run.initialCap(named))
+        }
         ensureTicker()
     }
 }

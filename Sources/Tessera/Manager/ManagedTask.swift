@@ -217,4 +217,11 @@ struct RunStart: Sendable {
     var isFresh: Bool
     /// Whether files of a removed task with the same identity are still being deleted.
     var waitsForDeletion: Bool
+    /// The manifest the manager resolved and named at launch (an entity that
+    /// ``ResolvesImmediately``), its first slots asked for: the run starts from it without
+    /// resolving or reporting it. `nil`: the run resolves (or takes ``manifest``) itself.
+    var announced: DownloadManifest? = nil
+    /// The store write the run waits for before its first byte when ``announced`` names outputs
+    /// not named by a response (a kill must find those names again).
+    var namesStored: Task<Void, Never>? = nil
 }

@@ -256,7 +256,13 @@ final class TaskRun: Sendable {
         var manifest: DownloadManifest
         var resolved = false
         var resolves = start.resolveCount
-        if let stored = start.manifest, !stored.isExpired() {
+        // Resolved, named and announced by the manager at launch (a plain URL).
+        var announced = start.announced
+        if let named = announced {
+            manifest = named
+            resolves += 1
+            resolved = true
+        } else if let stored = start.manifest, !stored.isExpired() {
             manifest = stored
         } else {
             manifest = try await resolveWithRetries(attempt: resolves + 1, previous: start.manifest)
@@ -271,17 +277,25 @@ final class TaskRun: Sendable {
             try Task.checkCancellation()
             // A task that never had a manifest has nothing on disk: it asks for its first slots
             // together with its manifest (one hop, not two).
-            let demand = fresh ? Self.demand(of: manifest, mode: mode, shared: shared) : nil
-            guard let (named, changed) = await manager.runHasManifest(
-                ticket, manifest, resolved: resolved, demand: demand, cap: demand == nil ? nil : initialCap(manifest))
-            else {
-                throw CancellationError()
+            let named: DownloadManifest, changed: Bool, demanded: Bool
+            if let ready = announced {
+                announced = nil
+                await start.namesStored?.value
+                try Task.checkCancellation()
+                (named, changed, demanded) = (ready, false, true)
+            } else {
+                let demand = fresh ? Self.demand(of: manifest, mode: mode, shared: shared) : nil
+                guard let (kept, differs) = await manager.runHasManifest(
+                    ticket, manifest, resolved: resolved, demand: demand, cap: demand == nil ? nil : initialCap(manifest))
+                else {
+                    throw CancellationError()
+                }
+                (named, changed, demanded) = (kept, differs, demand != nil)
             }
             shared.setExpiry(named.expiresAt)
-            if named.isLive { return try await recordLive(named, announced: demand != nil) }
+            if named.isLive { return try await recordLive(named, announced: demanded) }
             if changed { await discardEverything(named) }
             let writers = try await prepare(named, fresh: fresh)
-            let demanded = demand != nil
             fresh = false
             switch try await download(named, writers: writers, events: &events, demanded: demanded) {
             case .complete:

@@ -61,6 +61,12 @@ public final class SQLiteDownloadStore: DownloadStore {
     private let pool: DatabasePool
     private let logger: Logger
     private let lastUnreadable = Locked<[UnreadableTask]>([])
+    /// The manifest revision this store last wrote for each task it wrote (a hint, never the
+    /// truth: an update that finds another revision stored writes its manifest anyway). An update
+    /// whose manifest changed since goes straight to the statement that writes it, instead of
+    /// first trying the one that keeps it and finding no row (a third of the statements of a
+    /// list of plain URLs: inserted without a manifest, then named).
+    private let writtenRevisions = Locked<[DownloadTaskID: Int]>([:])
 
     /// Where the state lives by default: `$XDG_DATA_HOME/tessera/tessera.sqlite`, or
     /// `~/.local/share/tessera/tessera.sqlite` when `XDG_DATA_HOME` is unset, empty or not an
@@ -211,15 +217,26 @@ public final class SQLiteDownloadStore: DownloadStore {
             }
         }
         let batch = encoded
-        try await access("record \(changes.count) change(s)") { [pool] in
+        try await access("record \(changes.count) change(s)") { [pool, writtenRevisions] in
             try await pool.write { db in
-                for (change, lastError, manifest) in batch {
-                    switch change {
-                    case .insert(let task): try Self.insert(task, lastError: lastError, manifest: manifest, in: db)
-                    case .update(let record): try Self.update(record, lastError: lastError, in: db, path: path)
-                    case .remove(let id):
-                        try db.cachedStatement(sql: "DELETE FROM tasks WHERE entityType = ? AND entityKey = ? AND variantKey = ?")
-                            .execute(arguments: [id.entityType, id.entityKey, id.variantKey])
+                try writtenRevisions.withLock { written in
+                    for (change, lastError, manifest) in batch {
+                        switch change {
+                        case .insert(let task):
+                            try Self.insert(task, lastError: lastError, manifest: manifest, in: db)
+                            written[task.task.id] = task.task.manifestRevision
+                        case .update(let record):
+                            // (A task this store has not written yet, one loaded from the file,
+                            // most likely has its revision stored: its manifest is not encoded
+                            // again unless it must be.)
+                            let likelyStored = written[record.id].map { $0 == record.manifestRevision } ?? true
+                            try Self.update(record, lastError: lastError, manifestLikelyStored: likelyStored, in: db, path: path)
+                            written[record.id] = record.manifestRevision
+                        case .remove(let id):
+                            try db.cachedStatement(sql: "DELETE FROM tasks WHERE entityType = ? AND entityKey = ? AND variantKey = ?")
+                                .execute(arguments: [id.entityType, id.entityKey, id.variantKey])
+                            written[id] = nil
+                        }
                     }
                 }
                 CrashPoint.storeWrite.reach()
@@ -260,21 +277,30 @@ public final class SQLiteDownloadStore: DownloadStore {
 
     /// Replaces a known task's record; the manifest is written only when its revision differs
     /// from the stored one. An unknown task is ignored (it was removed in the meantime).
-    private static func update(_ task: TaskRecord, lastError: String?, in db: Database, path: String) throws {
-        let fields: StatementArguments = [
+    ///
+    /// `manifestLikelyStored` is this store's guess that the stored revision is the record's: the
+    /// fields are then written alone, on the condition that it is (and with the manifest when it
+    /// is not after all); otherwise fields and manifest go at once.
+    private static func update(
+        _ task: TaskRecord, lastError: String?, manifestLikelyStored: Bool, in db: Database, path: String
+    ) throws {
+        var arguments: StatementArguments = [
             task.sequence, task.state.kind.rawValue, interruptionReason(task.state), task.mode.rawValue,
             task.weight, task.resolveCount, lastError, task.addedAt.timeIntervalSinceReferenceDate, task.bytesDone,
             task.segmentsDone, task.bytesTotal,
         ]
-        let key: StatementArguments = [task.id.entityType, task.id.entityKey, task.id.variantKey]
-        // Most updates keep the stored manifest (its revision is the record's): one statement,
-        // nothing read first.
-        try db.cachedStatement(sql: updateKeepingManifest).execute(arguments: fields + key + [task.manifestRevision])
-        guard db.changesCount == 0 else { return }
+        if manifestLikelyStored {
+            // Most updates keep the stored manifest (its revision is the record's): one
+            // statement, nothing read first.
+            try db.cachedStatement(sql: updateKeepingManifest).execute(
+                arguments: arguments + [task.id.entityType, task.id.entityKey, task.id.variantKey, task.manifestRevision])
+            guard db.changesCount == 0 else { return }
+        }
         // Another revision: the manifest goes with the fields (an unknown task, removed in the
         // meantime, stays unknown).
         let manifest = try encodeManifest(task.manifest, of: task.id, path: path)
-        try db.cachedStatement(sql: updateWithManifest).execute(arguments: fields + [manifest, task.manifestRevision] + key)
+        arguments += [manifest, task.manifestRevision, task.id.entityType, task.id.entityKey, task.id.variantKey]
+        try db.cachedStatement(sql: updateWithManifest).execute(arguments: arguments)
     }
 
     /// The fields an update writes (the statements are made once: their text is the cache's key).

@@ -37,6 +37,29 @@ import TesseraTesting
         }
     }
 
+    /// A plain URL is resolved and named as its run is launched (no round trip through the
+    /// manager); a name the user gave (not a response's) is in the store before the first
+    /// request is sent, so a kill at any byte finds the same file again.
+    @Test func aGivenNameIsStoredBeforeThePlainURLsFirstRequest() async throws {
+        try await withManager { harness in
+            let path = harness.root.file("state.sqlite")
+            var configuration = DownloadTaskManager.Configuration(downloadRoot: harness.root.path)
+            // (No tick writes the store in the test's time: only the launch can have.)
+            configuration.storeInterval = .seconds(600)
+            let manager = DownloadTaskManager(configuration: configuration, engine: harness.engine, store: try SQLiteDownloadStore(path: path))
+            let resource = "/bytes/200000/served.bin"
+            harness.origin.inject(.stall(.seconds(60), afterBytes: nil), at: resource)
+            let entity = DirectEntity(url: harness.origin.url(resource), fileName: "chosen.bin")
+            try await manager.start(entity)
+            #expect(await harness.eventually { harness.origin.requestCount(for: resource) >= 1 })
+            let stored = try await SQLiteDownloadStore(path: path).loadAll().first { $0.task.id == entity.taskID }
+            #expect(stored?.task.manifest?.outputs.map(\.name) == ["chosen.bin"], "\(String(describing: stored))")
+            #expect(stored?.task.resolveCount == 1)
+            _ = await manager.stop(entity.taskID)
+            await manager.shutdown()
+        }
+    }
+
     @Test func aReResolveKeepsTheAssignedName() async throws {
         try await withManager { harness in
             // Taken: the fixture's own output name exists, so the task gets out-0.1.bin …

@@ -611,6 +611,40 @@ import TesseraTesting
         #expect(try await rawManifest() == nil)
     }
 
+    /// The store remembers the manifest revision it wrote for each task, to write a changed
+    /// manifest in one statement; the file, not that memory, decides: a revision written by
+    /// another store on the same file is found and replaced.
+    @Test func aStoresMemoryOfWrittenRevisionsNeverOverridesTheFile() async throws {
+        let directory = TemporaryDirectory("tessera-sqlite")
+        defer { directory.cleanUp() }
+        let path = directory.file("tessera.sqlite")
+        let first = try SQLiteDownloadStore(path: path)
+        let second = try SQLiteDownloadStore(path: path)
+        let id = S.id("shared")
+        var record = S.record(id, manifest: try S.richManifest(title: "first"), manifestRevision: 1)
+        try await first.apply([.insert(StoredTask(entity: S.entity(id), task: record))])
+
+        // The second store writes revision 2 behind the first one's back.
+        var other = record
+        other.manifest = try S.richManifest(title: "second")
+        other.manifestRevision = 2
+        try await second.apply([.update(other)])
+        #expect(try await first.loadAll().first?.task == other)
+
+        // The first store still remembers revision 1 as written: its update of revision 1 finds
+        // revision 2 in the file and writes its own manifest with the fields.
+        record.state = .downloading
+        record.bytesDone = 10
+        try await first.apply([.update(record)])
+        #expect(try await second.loadAll().first?.task == record)
+
+        // And a revision it never wrote (1 -> 3) goes with its manifest at once.
+        record.manifest = try S.richManifest(title: "third")
+        record.manifestRevision = 3
+        try await first.apply([.update(record)])
+        #expect(try await second.loadAll().first?.task == record)
+    }
+
     @Test func aBatchThatFailsInsideTheTransactionIsRolledBack() async throws {
         let directory = TemporaryDirectory("tessera-sqlite")
         defer { directory.cleanUp() }
