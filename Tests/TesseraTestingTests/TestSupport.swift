@@ -57,6 +57,6 @@ struct TemporaryDirectory {
 extension Locked {
     var value: Value {
         get { withLock { $0 } }
-        set { withLock { $0 = newValue } }
+        nonmutating set { withLock { $0 = newValue } }
     }
 }

@@ -585,7 +585,17 @@ final class TaskRun: Sendable {
     static func baseSeed(for id: DownloadTaskID, configured: UInt64?) -> UInt64 {
         // (One system random number per process, not one per run: a run costs no system call.)
         var seed = configured ?? (processSeed ^ runCounter.wrappingAdd(1, ordering: .relaxed).newValue &* 0x9E37_79B9_7F4A_7C15)
-        for byte in id.description.utf8 { seed = (seed ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        // The bytes of `id.description` (`type:key`, `type:key#variant`), without making it.
+        func mix<Bytes: Sequence<UInt8>>(_ bytes: Bytes) {
+            for byte in bytes { seed = (seed ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        }
+        mix(id.entityType.utf8)
+        mix(CollectionOfOne(UInt8(ascii: ":")))
+        mix(id.entityKey.utf8)
+        if !id.variantKey.isEmpty {
+            mix(CollectionOfOne(UInt8(ascii: "#")))
+            mix(id.variantKey.utf8)
+        }
         return seed
     }
 
