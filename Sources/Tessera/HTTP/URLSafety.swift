@@ -9,18 +9,24 @@ public enum URLSafety {
     /// URL with a host and without white space or control characters. `context` names the URL
     /// in the message ("the key URL", "segment 3 of \"video.mp4\"").
     public static func check(_ url: URL, context: String = "the URL") throws(DownloadError) {
+        try check(url, naming: context)
+    }
+
+    /// ``check(_:context:)`` with the name made only for an error (a manifest of 100,000
+    /// segments names none of them when all pass).
+    static func check(_ url: URL, naming context: @autoclosure () -> String) throws(DownloadError) {
         let text = url.absoluteString
         guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
             let scheme = url.scheme.map { UntrustedText.printable($0, limit: 20) } ?? "none"
             throw DownloadError(
-                .unsafeInput, "\(context) uses the scheme \(scheme), not http or https (the only ones downloaded)",
+                .unsafeInput, "\(context()) uses the scheme \(scheme), not http or https (the only ones downloaded)",
                 url: UntrustedText.printable(text))
         }
         guard let host = url.host, !host.isEmpty else {
-            throw DownloadError(.unsafeInput, "\(context) has no host", url: UntrustedText.printable(text))
+            throw DownloadError(.unsafeInput, "\(context()) has no host", url: UntrustedText.printable(text))
         }
         if text.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) {
-            throw DownloadError(.unsafeInput, "\(context) contains white space or a control character")
+            throw DownloadError(.unsafeInput, "\(context()) contains white space or a control character")
         }
     }
 

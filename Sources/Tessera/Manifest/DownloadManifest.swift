@@ -48,24 +48,26 @@ public struct DownloadManifest: Sendable, Codable, Hashable {
     /// segments than `maxSegments`. With `includingUnselected`, every output is checked (a
     /// cache-only task fetches them all).
     public func validate(maxSegments: Int = 1_000_000, includingUnselected: Bool = false) throws(DownloadError) {
-        guard !selectedOutputs.isEmpty else {
+        guard outputs.contains(where: \.isSelected) else {
             throw DownloadError(.manifestInvalid, "the manifest selects no output to download")
         }
         let total = outputs.reduce(0) { $0 + $1.segments.count }
         guard total <= maxSegments else {
             throw DownloadError(.manifestTooLarge, "the manifest has \(total) segments, more than the limit of \(maxSegments)")
         }
+        let checked = includingUnselected ? outputs : selectedOutputs
         var names = Set<String>()
-        for output in includingUnselected ? outputs : selectedOutputs {
+        for output in checked {
             let name = try SafePath.relative(output.name)
-            guard names.insert(name).inserted else {
+            // (One output cannot share its name: no set is made for it.)
+            guard checked.count == 1 || names.insert(name).inserted else {
                 throw DownloadError(.manifestInvalid, "two outputs are named \"\(name)\"")
             }
             try output.validate(live: live != nil)
         }
         // Every size is at most maxTotalBytes (checked above), so these sums cannot overflow.
         var known: Int64 = 0
-        for output in includingUnselected ? outputs : selectedOutputs {
+        for output in checked {
             known += output.knownSize ?? 0
             guard known <= Self.maxTotalBytes else {
                 throw DownloadError(.manifestInvalid, "the manifest's sizes add up to more than \(Self.maxTotalBytes) bytes (1 EiB)")
@@ -259,21 +261,22 @@ public struct DownloadSegment: Sendable, Codable, Hashable {
     public var pieceOffset: Int64? { offset ?? range?.offset }
 
     func validate(in output: DownloadOutput, index: Int) throws(DownloadError) {
-        let label = "segment \(index + 1) of \"\(output.name)\""
-        guard !urls.isEmpty else { throw DownloadError(.manifestInvalid, "\(label) has no URL") }
-        for url in urls { try URLSafety.check(url, context: label) }
-        try Self.validate(range: range, expectedSize: expectedSize, encrypted: encryption != nil, label: label)
+        // (Made only for an error: most segments pass.)
+        func label() -> String { "segment \(index + 1) of \"\(output.name)\"" }
+        guard !urls.isEmpty else { throw DownloadError(.manifestInvalid, "\(label()) has no URL") }
+        for url in urls { try URLSafety.check(url, naming: label()) }
+        try Self.validate(range: range, expectedSize: expectedSize, encrypted: encryption != nil, label: label())
         if let offset, offset < 0 || offset > DownloadManifest.maxTotalBytes - (knownSize ?? 0) {
-            throw DownloadError(.manifestInvalid, "\(label) is placed at \(offset), outside 0 … 1 EiB")
+            throw DownloadError(.manifestInvalid, "\(label()) is placed at \(offset), outside 0 … 1 EiB")
         }
         if headers.firstInvalidField != nil {
-            throw DownloadError(.unsafeInput, "\(label) has a header field that cannot be sent")
+            throw DownloadError(.unsafeInput, "\(label()) has a header field that cannot be sent")
         }
         if output.assembly == .pieces, pieceOffset == nil {
-            throw DownloadError(.manifestInvalid, "\(label) is a piece without an offset")
+            throw DownloadError(.manifestInvalid, "\(label()) is a piece without an offset")
         }
         if output.assembly == .pieces, knownSize == nil {
-            throw DownloadError(.manifestInvalid, "\(label) is a piece without a size")
+            throw DownloadError(.manifestInvalid, "\(label()) is a piece without a size")
         }
     }
 
