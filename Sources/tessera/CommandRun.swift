@@ -48,12 +48,14 @@ struct CommandRun {
         let wake: AsyncStream<Void>.Continuation
         let task: Task<Void, Never>
 
-        init(events: DownloadEventStream, display: Display) {
+        /// `timesTasks`: each task's time is taken from the events as they come (`--json` reports
+        /// it, `tessera demo` shows it); by default with `--json` only.
+        init(events: DownloadEventStream, display: Display, timesTasks: Bool? = nil) {
             (wakeups, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
-            // (Only the live board draws from the latest snapshots; only --json reports the times.)
+            // (Only the live board draws from the latest snapshots.)
             let tracker = RunTracker(keepsSnapshots: display.mode == .live)
             let merges = MergeTracker(display: display)
-            let clock = self.clock, wake = self.wake, timed = display.mode == .json
+            let clock = self.clock, wake = self.wake, timed = timesTasks ?? (display.mode == .json)
             self.tracker = tracker
             self.merges = merges
             task = Task {

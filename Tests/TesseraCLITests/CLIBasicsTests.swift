@@ -476,4 +476,32 @@ import TesseraTesting
             #expect(unknown.errors.contains("no task matches \"no-such-task\""))
         }
     }
+
+    /// `tessera demo`'s table times each task from its start to its end as the events tell them,
+    /// also when its output is not a terminal (it printed 0.00 s and no speed then, and the live
+    /// board's redraws, every 250 ms, were the clock on a terminal).
+    @Test func theDemoTimesEachTaskFromItsEvents() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        let result = try await cli.run(["demo", "--large-size", "8", "--large-rate", "16M"])
+        #expect(result.status == 0, "\(result.errors)")
+        let lines = result.output.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
+        let header = try #require(lines.firstIndex { $0.hasPrefix("task ") && $0.contains("time") }, "\(result.output)")
+        let rows = lines[(header + 1)...].prefix { !$0.isEmpty }
+        #expect(rows.count == 9, "\(rows)")
+        let total = try #require(lines.compactMap { line -> Double? in
+            guard let range = line.range(of: #" in ([0-9.]+) s, "#, options: .regularExpression) else { return nil }
+            return Double(line[range].dropFirst(4).dropLast(4))
+        }.first, "\(result.output)")
+        for row in rows {
+            let time = try #require(row.range(of: #"[0-9]+\.[0-9]{2} s"#, options: .regularExpression).flatMap { Double(row[$0].dropLast(2)) }, "\(row)")
+            #expect(time > 0 && time <= total + 0.1, "\(row) (all in \(total) s)")
+            #expect(row.contains("/s"), "a speed: \(row)")
+            #expect(row.hasSuffix("yes"), "\(row)")
+        }
+        // 8 MiB at 16 MB/s per connection over at most 8 connections: not faster than 64 ms.
+        let large = try #require(rows.first { $0.hasPrefix("large-file.bin") })
+        let largeTime = try #require(large.range(of: #"[0-9]+\.[0-9]{2} s"#, options: .regularExpression).flatMap { Double(large[$0].dropLast(2)) })
+        #expect(largeTime >= 0.06, "\(large)")
+    }
 }

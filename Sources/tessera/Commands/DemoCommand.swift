@@ -60,7 +60,11 @@ struct DemoCommand: AsyncParsableCommand {
             screen.permanent("Tessera \(Tessera.version) demo — libcurl \(CurlEngine.libcurlVersion), origin \(origin.baseURL.absoluteString)")
             screen.permanent("Downloading \(inputs.count) inputs into \(root)\n")
         }
-        let events = session.manager.events()
+        // Watched from before the first task is added: each task's time (and speed) in the table
+        // runs from its start to its end as the events tell them, not from when a screen redraw
+        // or the end of the inputs first saw it.
+        let started = ContinuousClock.now
+        let watch = CommandRun.Watch(events: session.manager.events(), display: screen, timesTasks: true)
         let resolver = InputResolver(
             registry: session.registry, context: session.resolveContext,
             arguments: try pluginArguments.parsedPluginArguments(), format: nil)
@@ -76,9 +80,8 @@ struct DemoCommand: AsyncParsableCommand {
                 inputErrors += 1
             }
         }
-        let started = ContinuousClock.now
         let commandRun = CommandRun(session: session, display: screen)
-        let outcome = await commandRun.run(ids, events: events, inputErrors: inputErrors)
+        let outcome = await commandRun.run(ids, watch: watch, inputErrors: inputErrors)
         let elapsed = ContinuousClock.now - started
 
         // Verify each plugin's outputs against what the origin served.
