@@ -65,6 +65,9 @@ package struct FleetHostSlots: Sendable {
         var pending = false
         var fairShare: Int?
         var othersWaiting = false
+
+        /// Nothing held, allowed, in flight or asked for: the host is forgotten.
+        var isIdle: Bool { held == 0 && limit == 0 && inFlight == 0 && !pending }
     }
 
     /// The fleet-wide limit (`N`).
@@ -117,7 +120,7 @@ package struct FleetHostSlots: Sendable {
             host.pending = false
             host.held = max(0, to)
             hosts[name] = host
-            if host.held == 0, host.limit == 0, host.inFlight == 0 { hosts[name] = nil }
+            if host.isIdle { hosts[name] = nil }
 
         case .failed(let name):
             hosts[name]?.pending = false
@@ -134,7 +137,7 @@ package struct FleetHostSlots: Sendable {
     private mutating func beat(_ name: String, _ transfers: HostTransfers, into actions: inout [Action]) {
         var host = hosts[name] ?? Host()
         host.inFlight = max(0, transfers.inFlight)
-        defer { hosts[name] = host.held == 0 && host.limit == 0 && host.inFlight == 0 && !host.pending && transfers.waiting <= 0 ? nil : host }
+        defer { hosts[name] = host.isIdle && transfers.waiting <= 0 ? nil : host }
         guard !host.pending else { return }
         let wanted = min(fleetLimit, localLimit, max(0, transfers.inFlight) + max(0, transfers.waiting))
         var target = wanted

@@ -248,6 +248,14 @@ struct Scheduler: Sendable {
         min(limits.segmentsPerHost, hostLimits[host] ?? unlistedHostLimit ?? .max)
     }
 
+    /// Sets a host limit (`nil`: none; below 0: 0); whether it changed.
+    private static func change(_ current: inout Int?, to limit: Int?) -> Bool {
+        let limit = limit.map { max(0, $0) }
+        guard current != limit else { return false }
+        current = limit
+        return true
+    }
+
     /// Segment slots held now, by host (transfers in flight or about to start).
     var transfersByHost: [String: Int] { hostsInUse }
 
@@ -455,15 +463,11 @@ struct Scheduler: Sendable {
             launchWaiting(into: &actions)
 
         case .hostLimit(let host, let limit):
-            let limit = limit.map { max(0, $0) }
-            guard hostLimits[host] != limit else { return [] }
-            hostLimits[host] = limit
+            guard Self.change(&hostLimits[host], to: limit) else { return [] }
             grantSlots(into: &actions)
 
         case .unlistedHostLimit(let limit):
-            let limit = limit.map { max(0, $0) }
-            guard unlistedHostLimit != limit else { return [] }
-            unlistedHostLimit = limit
+            guard Self.change(&unlistedHostLimit, to: limit) else { return [] }
             grantSlots(into: &actions)
         }
         return actions
