@@ -39,6 +39,10 @@ enum ConfigFile {
     /// its error is reported as usual.
     static func expand(_ arguments: [String], environment: [String: String] = ProcessInfo.processInfo.environment) throws -> [String] {
         guard let name = arguments.first, let command = commands[name] else { return arguments }
+        // A command line that names neither option reads the default file, if there is one: with
+        // none there is nothing to do, and the command line is parsed once, by the command.
+        let mentions = arguments.contains { $0.hasPrefix("--no-config") || $0.hasPrefix("--config-location") }
+        if !mentions, defaultPath(environment).map({ FileOperations.contents($0) == nil }) ?? true { return arguments }
         guard let parsed = try? command.parse(Array(arguments.dropFirst())) else { return arguments }
         let config = parsed.config
         guard !config.noConfig else { return arguments }

@@ -455,7 +455,12 @@ public actor DownloadTaskManager {
         guard !isShutDown else { return }
         isShutDown = true
         let runs = tasks.values.compactMap { $0.run?.task }
-        for task in tasks.values { task.run?.task.cancel() }
+        for task in tasks.values {
+            task.run?.task.cancel()
+            // (Nothing posted to the run counts any more: a transfer that ends now does not
+            // finish its output behind the run's back, see `TaskRun.finishEarly`.)
+            task.run?.events.finish()
+        }
         for run in runs { await run.value }
         // Merges stop (ffmpeg too): their tasks stay completed with their files, the merge pending.
         await merger?.shutdown()

@@ -50,6 +50,31 @@ final class OutputWriter: Sendable {
         var validator: ResourceValidator?
         /// Whether the journal records this output's bytes.
         var journaled: Bool
+        /// Single outputs named by the server: the name its first response proposed.
+        var proposal: String?
+        /// Single outputs: how the output was finished as its transfer ended, if it was.
+        var earlyFinish: EarlyFinish?
+    }
+
+    /// How a single output was finished on the engine thread as its only transfer ended
+    /// (``TaskRun/finishEarly(_:piece:_:)``), for the run's loop to take up when its plan
+    /// finalizes the output.
+    enum EarlyFinish: Sendable {
+        /// Moved into place.
+        case moved
+        /// A file is at its place: it needs another name.
+        case occupied
+        /// It could not be finished.
+        case failed(DownloadError)
+
+        /// The event the blocking executor would have posted for the same end.
+        func event(output: Int) -> RunEvent {
+            switch self {
+            case .moved: .finalized(output: output, nil)
+            case .occupied: .needsAnotherName(output: output)
+            case .failed(let error): .finalized(output: output, error)
+            }
+        }
     }
 
     let index: Int
@@ -273,6 +298,24 @@ final class OutputWriter: Sendable {
 
     /// Whether the journal records this output's bytes.
     var isJournaled: Bool { state.withLock { $0.journaled } }
+
+    /// The name the server proposed for a single output named by its response, once its first
+    /// response is in.
+    var proposal: String? {
+        get { state.withLock { $0.proposal } }
+        set { state.withLock { $0.proposal = newValue } }
+    }
+
+    /// Records how the output was finished as its transfer ended.
+    func setEarlyFinish(_ finish: EarlyFinish) { state.withLock { $0.earlyFinish = finish } }
+
+    /// How the output was finished as its transfer ended, if it was (told once).
+    func takeEarlyFinish() -> EarlyFinish? {
+        state.withLock { state in
+            defer { state.earlyFinish = nil }
+            return state.earlyFinish
+        }
+    }
 
     /// From now on the journal records this output's bytes (a large single file, or any file
     /// whose download stops half-way), starting with its length and version.

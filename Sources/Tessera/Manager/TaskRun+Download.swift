@@ -440,6 +440,11 @@ struct DownloadLoop {
         case .single, .ordered, .pieces:
             break
         }
+        // Finished already, as its transfer ended (see ``TaskRun/finishEarly(_:piece:_:)``).
+        if let early = writer.takeEarlyFinish() {
+            run.events.post(early.event(output: output))
+            return
+        }
         if writer.namedByResponse { run.claimName(of: writer, original: originalName(of: output), taken: []) }
         let key = inFlight.reserve()
         let inFlight = self.inFlight

@@ -610,7 +610,9 @@ extension TaskRun {
             return .started(services.engine.start(request, progress: { update in
                 progress.update(job: job, bytes: update.bytesTaken)
             }) { [self] outcome in
-                onEnd(pieceEnded(outcome, pieceID: pieceID, piece: piece, of: writer, mirror: mirror, job: job, retry: retry))
+                let result = pieceEnded(outcome, pieceID: pieceID, piece: piece, of: writer, mirror: mirror, job: job, retry: retry)
+                finishEarly(writer, piece: piece, result)
+                onEnd(result)
             })
         }
     }
@@ -744,6 +746,7 @@ extension TaskRun {
             sink.post(.resourceKnown(output: index, rangesAllowed: rangesAllowed, connections: connections, roundTrip: response.roundTripTime))
             if writer.namedByResponse {
                 let proposal = ResponseNaming.fileName(url: response.effectiveURL, headers: response.headers)
+                writer.proposal = proposal
                 sink.post(.named(output: index, proposal: proposal))
             }
             return .proceed
@@ -832,8 +835,9 @@ extension TaskRun {
 
     /// Finishes an output whose segments are all in, at its final path as it stands: the partial
     /// file cut to its size, checked, and moved there without replacing a file. `false` when a
-    /// file is there. Blocking (the executor's, or another thread that may block).
-    func moveIntoPlace(_ writer: OutputWriter) throws(DownloadError) -> Bool {
+    /// file is there. `known`: the partial file's size when the caller wrote it all and knows it
+    /// (no need to look). Blocking (the executor's, or another thread that may block).
+    func moveIntoPlace(_ writer: OutputWriter, size known: Int64? = nil) throws(DownloadError) -> Bool {
         // Another process may hold the task now (a fleet's lease): nothing is moved without it.
         if let fence = services.layout.fence, !fence.awaitWritePermission(for: id) {
             throw DownloadError(.cancelled, "\(writer.output.name) was not moved into place: this process no longer holds the task")
@@ -845,7 +849,7 @@ extension TaskRun {
         case .ordered: writer.orderedLength
         default: writer.output.expectedSize ?? writer.output.knownSize
         }
-        var size = FileOperations.size(part)
+        var size = known ?? FileOperations.size(part)
         if size == nil, FileOperations.exists(destination) {
             // Moved by an earlier run that stopped before recording it.
             try Self.verify(writer.output, at: destination)
@@ -872,6 +876,34 @@ extension TaskRun {
         fillCache(from: writer, at: destination)
         CrashPoint.moved.reach()
         return true
+    }
+
+    /// Finishes a small single output on the engine thread as its only connection ends with all
+    /// of its bytes (`result`, of the first piece `piece`): the move into place is a rename, no
+    /// dearer than the writes this thread makes, so it needs no hop to the blocking executor and
+    /// back, and the run hears of the transfer's end and the output's finish at once. Only where
+    /// finishing needs nothing else: no checksum to compute, no journal to commit, no fence to wait
+    /// for, no other connection, a run not stopping. The loop takes the result up when its plan
+    /// finalizes the output (``OutputWriter/takeEarlyFinish()``); otherwise it finalizes as usual.
+    func finishEarly(_ writer: OutputWriter, piece: SingleOutputState.Piece, _ result: RunWorkResult) {
+        guard case .pieceEnded(_, nil, let written, false) = result, piece.isFirst, piece.start == 0, writer.kind == .single,
+            let length = writer.resource.length, length == written, configuration.splitting.connections(forRest: length) == 1,
+            services.engine.globalRateLimit == nil, services.layout.fence == nil, !writer.isJournaled,
+            writer.output.checksum == nil, writer.output.segments.checksum(at: 0) == nil, writer.output.segments[0].range == nil,
+            !events.isFinished
+        else { return }
+        if writer.namedByResponse {
+            // The name the loop gives it when it hears of the proposal (the same claim: it keeps it).
+            guard let proposal = writer.proposal else { return }
+            claimName(of: writer, original: SafePath.sanitizedFileName(proposal, fallback: writer.output.name), taken: [])
+        }
+        let finish: OutputWriter.EarlyFinish
+        do throws(DownloadError) {
+            finish = try moveIntoPlace(writer, size: written) ? .moved : .occupied
+        } catch {
+            finish = .failed(error)
+        }
+        writer.setEarlyFinish(finish)
     }
 
     /// Files the output's content-addressed segments (those with a checksum, which any entity

@@ -310,7 +310,9 @@ private func smallSplitting(
         try await withManager { harness in
             let size: Int64 = 1_500_000
             let path = "/bytes/\(size)/slow.bin"
-            harness.origin.inject(.throttle(bytesPerSecond: 1_000_000), at: path)
+            // The body stops a third of the way for three seconds: a loaded machine still finds
+            // the download in the middle (a small file is moved into place as its transfer ends).
+            harness.origin.inject(.stall(.seconds(3), afterBytes: 500_000), at: path)
             let entity = DirectEntity(url: harness.origin.url(path))
             try await harness.manager.start(entity)
             _ = try #require(await harness.waitFor(entity.taskID) { $0.bytesDone > 0 && $0.state == .downloading })

@@ -37,6 +37,22 @@ import TesseraTesting
         }
     }
 
+    /// A small plain file is moved into place on the engine thread as its transfer ends: with
+    /// every thread of the manager's blocking executor held, it still completes (its finish needs
+    /// no hop to the executor and back), named as the response says and with its bytes.
+    @Test func aSmallFileIsFinishedAsItsTransferEnds() async throws {
+        try await withManager { harness in
+            let held = DispatchSemaphore(value: 0)
+            for _ in 0..<harness.manager.executor.threads { harness.manager.executor.submit { held.wait() } }
+            defer { for _ in 0..<harness.manager.executor.threads { held.signal() } }
+            let entity = DirectEntity(url: harness.origin.url("/bytes/5000/small.bin"))
+            try await harness.manager.start(entity)
+            let done = try #require(await harness.waitForState(entity.taskID, .completed))
+            #expect(done.outputs[0].path == harness.root.file("small.bin"))
+            #expect(fileSize(harness.root.file("small.bin")) == 5000)
+        }
+    }
+
     /// A plain URL is resolved and named as its run is launched (no round trip through the
     /// manager); a name the user gave (not a response's) is in the store before the first
     /// request is sent, so a kill at any byte finds the same file again.
