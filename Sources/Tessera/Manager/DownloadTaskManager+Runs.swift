@@ -88,8 +88,12 @@ extension DownloadTaskManager {
 
     /// Takes what runs posted (slot counts, reports) and applies it, run by run in the order
     /// they posted first.
+    /// The wake-ups the batch causes (subscribers' event streams, runs' events) happen once, at
+    /// its end: a subscriber that keeps up is not woken once per event.
     func drain(_ tickets: [RunTicket]) {
-        for ticket in tickets { drain(ticket) }
+        WakeBatch.deferring {
+            for ticket in tickets { drain(ticket) }
+        }
     }
 
     func drain(_ ticket: RunTicket) {

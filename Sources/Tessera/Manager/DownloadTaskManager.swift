@@ -169,15 +169,30 @@ public actor DownloadTaskManager {
     {
         var results: [Result<DownloadTaskInfo, DownloadError>] = []
         results.reserveCapacity(entities.count)
-        for entity in entities {
-            do throws(DownloadError) {
-                if cacheOnly {
-                    results.append(.success(try startCache(entity)))
-                } else {
-                    // (Only a known, completed task is looked at on disk.)
-                    let redo = tasks[entity.taskID] != nil ? await outputsAreMissing(entity.taskID) : false
-                    results.append(.success(try add(entity, mode: .download, start: true, redo: redo)))
+        var next = 0
+        while next < entities.count {
+            // New tasks are added in one go: what they wake (subscribers, runs) wakes once, after.
+            let added = WakeBatch.deferring { () -> [Result<DownloadTaskInfo, DownloadError>] in
+                var added: [Result<DownloadTaskInfo, DownloadError>] = []
+                while next < entities.count, cacheOnly || tasks[entities[next].taskID] == nil {
+                    let entity = entities[next]
+                    next += 1
+                    do throws(DownloadError) {
+                        added.append(.success(try cacheOnly ? startCache(entity) : add(entity, mode: .download, start: true)))
+                    } catch {
+                        added.append(.failure(error))
+                    }
                 }
+                return added
+            }
+            results += added
+            guard next < entities.count else { break }
+            // (Only a known, completed task is looked at on disk.)
+            let entity = entities[next]
+            next += 1
+            let redo = await outputsAreMissing(entity.taskID)
+            do throws(DownloadError) {
+                results.append(.success(try add(entity, mode: .download, start: true, redo: redo)))
             } catch {
                 results.append(.failure(error))
             }
@@ -284,7 +299,7 @@ public actor DownloadTaskManager {
     @discardableResult
     public func remove(_ id: DownloadTaskID, deletingFiles: Bool = false) -> DownloadTaskInfo? {
         guard let task = tasks[id] else { return nil }
-        let runner = task.run?.task
+        let runner = task.run?.execution
         merger?.cancel(id)
         command(.remove(task.handle))
         let snapshot = info(task, state: .removed)
@@ -302,7 +317,7 @@ public actor DownloadTaskManager {
         // (Under a fence, only while the same holding lasts: a task taken again since is not touched.)
         let holding = layout.fence?.journalEpoch(of: id)
         deletions[id] = own { [weak self, outputs = manifest?.outputs ?? []] in
-            await runner?.value
+            await runner?.wait()
             await executor.run {
                 // (A task another process holds now is only forgotten here, its files kept.)
                 guard layout.permitsWrite(to: id), layout.fence?.journalEpoch(of: id) == holding else { return }
@@ -454,14 +469,11 @@ public actor DownloadTaskManager {
     public func shutdown() async {
         guard !isShutDown else { return }
         isShutDown = true
-        let runs = tasks.values.compactMap { $0.run?.task }
-        for task in tasks.values {
-            task.run?.task.cancel()
-            // (Nothing posted to the run counts any more: a transfer that ends now does not
-            // finish its output behind the run's back, see `TaskRun.finishEarly`.)
-            task.run?.events.finish()
-        }
-        for run in runs { await run.value }
+        let runs = tasks.values.compactMap { $0.run?.execution }
+        // (Nothing posted to a run counts any more: a transfer that ends now does not finish its
+        // output behind the run's back, see `TaskRun.finishEarly`.)
+        for task in tasks.values { task.run?.stop() }
+        for run in runs { await run.wait() }
         // Merges stop (ffmpeg too): their tasks stay completed with their files, the merge pending.
         await merger?.shutdown()
         // What the runs said last (their endings, what they kept) is applied before the store's
@@ -546,13 +558,19 @@ public actor DownloadTaskManager {
             case .launch(let handle, let generation):
                 launch(handle, generation: generation)
             case .cancel(let handle):
-                byHandle[handle]?.run?.task.cancel()
-                byHandle[handle]?.run?.events.finish()
+                byHandle[handle]?.run?.stop()
             case .share(let handle, let generation, let limit):
                 if let run = byHandle[handle]?.run, run.ticket.generation == generation { run.events.post(.share(limit)) }
             case .grant(let handle, let generation, let host, let count):
                 if let run = byHandle[handle]?.run, run.ticket.generation == generation {
-                    run.events.post(.granted(host: host, count: count))
+                    if let direct = run.direct {
+                        // A run without a task starts its transfer on its first slot.
+                        byHandle[handle]?.run?.direct = nil
+                        direct.startDirectly(host: host)
+                        if count > 1 { run.events.post(.granted(host: host, count: count - 1)) }
+                    } else {
+                        run.events.post(.granted(host: host, count: count))
+                    }
                 }
             case .changed(let handle, let from, let to):
                 guard let task = byHandle[handle] else { continue }
@@ -624,20 +642,27 @@ public actor DownloadTaskManager {
                 start.namesStored = lastStoreWrite
             }
         }
+        let execution = RunExecution(engine: services.engine)
         let run = TaskRun(
             ticket: ticket, id: id, manager: self, start: start, entity: task.entity, mode: task.mode, progress: progress,
             mailbox: mailbox,
             services: services,
-            events: events, baseSeed: TaskRun.baseSeed(for: id, configured: configuration.randomSeed))
-        let previous = task.run?.task
+            events: events, baseSeed: TaskRun.baseSeed(for: id, configured: configuration.randomSeed), execution: execution)
+        let previous = task.run?.execution
         task.progress = progress
-        task.run = RunHandle(
-            ticket: ticket, mailbox: mailbox, shared: run.shared, events: events,
-            task: Task {
+        // A fresh plain file starts without a task (at its first grant, see `TaskRun.startDirectly`).
+        let direct = previous == nil && start.namesStored == nil && start.announced.map {
+            TaskRun.startsDirectly(
+                $0, mode: task.mode, rateLimited: services.engine.globalRateLimit != nil, fenced: layout.fence != nil)
+        } == true
+        task.run = RunHandle(ticket: ticket, mailbox: mailbox, shared: run.shared, events: events, execution: execution, direct: direct ? run : nil)
+        if !direct {
+            execution.continueInTask {
                 // A stopped run may still be letting go of its files: it finishes first.
-                await previous?.value
+                await previous?.wait()
                 await run.run()
-            })
+            }
+        }
         if let named = start.announced {
             // (Its first slots wait in its events until it takes them.)
             announce(ticket, demand: TaskRun.demand(of: named, mode: task.mode, shared: run.shared), cap: run.initialCap(named))

@@ -54,17 +54,32 @@ struct FileLayout: Sendable {
 
     /// The journal's files of one epoch (`<name>.e<epoch>`), or the unnamed ones.
     func journalBase(of id: DownloadTaskID, epoch: UInt64?) -> String {
-        SafePath.join(workDirectory, Self.fileName(for: id) + (epoch.map { ".e\($0)" } ?? ""))
+        journalBase(named: Self.fileName(for: id), epoch: epoch)
+    }
+
+    /// ``journalBase(of:epoch:)`` of the task whose ``fileName(for:)`` is `name`.
+    func journalBase(named name: String, epoch: UInt64?) -> String {
+        SafePath.join(workDirectory, name + (epoch.map { ".e\($0)" } ?? ""))
     }
 
     /// The partial file of an output whose name the server's answer gives.
     func responseNamedPart(of id: DownloadTaskID, output: Int) -> String {
-        SafePath.join(workDirectory, "\(Self.fileName(for: id))-\(output).part")
+        responseNamedPart(named: Self.fileName(for: id), output: output)
+    }
+
+    /// ``responseNamedPart(of:output:)`` of the task whose ``fileName(for:)`` is `name`.
+    func responseNamedPart(named name: String, output: Int) -> String {
+        SafePath.join(workDirectory, "\(name)-\(output).part")
     }
 
     /// Where a segment goes while its place in the output is not known.
     func stashPath(of id: DownloadTaskID, output: Int, segment: Int) -> String {
-        SafePath.join(workDirectory, "\(Self.fileName(for: id))-\(output)-\(segment).seg")
+        stashPath(named: Self.fileName(for: id), output: output, segment: segment)
+    }
+
+    /// ``stashPath(of:output:segment:)`` of the task whose ``fileName(for:)`` is `name`.
+    func stashPath(named name: String, output: Int, segment: Int) -> String {
+        SafePath.join(workDirectory, "\(name)-\(output)-\(segment).seg")
     }
 
     /// Every file of the task in the work directory (journal, parts, stashes). Blocking.

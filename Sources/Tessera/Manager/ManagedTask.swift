@@ -206,7 +206,19 @@ struct RunHandle {
     let mailbox: RunMailbox
     let shared: RunShared
     let events: EventQueue<RunEvent>
-    let task: Task<Void, Never>
+    let execution: RunExecution
+    /// A run that starts without a task, until its first grant (``TaskRun/startDirectly(host:)``).
+    var direct: TaskRun?
+
+    /// Stops the run (a run without a task that never started winds down in its task).
+    mutating func stop() {
+        execution.cancel()
+        events.finish()
+        if let run = direct {
+            direct = nil
+            run.execution.continueInTask { await run.run() }
+        }
+    }
 }
 
 /// Where a run starts.

@@ -306,6 +306,9 @@ final class OutputWriter: Sendable {
         set { state.withLock { $0.proposal = newValue } }
     }
 
+    /// How the output was finished as its transfer ended, if it was (left for the loop).
+    var earlyFinish: EarlyFinish? { state.withLock { $0.earlyFinish } }
+
     /// Records how the output was finished as its transfer ended.
     func setEarlyFinish(_ finish: EarlyFinish) { state.withLock { $0.earlyFinish = finish } }
 

@@ -89,6 +89,16 @@ struct SingleOutputState {
         return splitting.connections(forRest: length - done.clamped(to: 0..<length).count, rateLimited: rateLimited)
     }
 
+    /// A queued connection is a transfer already running (or ended) for `piece`: registered as a
+    /// piece, its id and piece.
+    mutating func adoptPiece(_ piece: Piece) -> (id: Int, piece: Piece) {
+        sharers = max(0, sharers - 1)
+        let id = nextPieceID
+        nextPieceID += 1
+        pieces[id] = piece
+        return (id, piece)
+    }
+
     /// A queued connection starts: the range it fetches, registered as a piece (its id and
     /// piece), or `nil` when none is worth it. `now` is the monotonic clock in nanoseconds.
     mutating func startPiece(

@@ -3,12 +3,14 @@ import Foundation
 extension TaskRun {
     /// One pass over the outputs: every piece of work that is not done gets a slot in turn, until
     /// every output is finished, or something sends the run back to resolving, or it fails.
+    /// `slot`: the host of a slot the run holds already (the one its transfer started before its
+    /// task used).
     func download(
         _ manifest: DownloadManifest, writers: [Int: OutputWriter], events: inout EventQueue<RunEvent>.Iterator,
-        demanded: Bool
+        demanded: Bool, slot: String? = nil
     ) async throws -> PassOutcome {
         var loop = DownloadLoop(run: self, manifest: manifest, writers: writers)
-        return try await loop.run(events: &events, demanded: demanded)
+        return try await loop.run(events: &events, demanded: demanded, slot: slot)
     }
 }
 
@@ -40,15 +42,18 @@ struct DownloadLoop {
         actions.reserveCapacity(4)
     }
 
-    /// `demanded` when the manager already has this pass's first demand (a fresh task).
-    mutating func run(events: inout EventQueue<RunEvent>.Iterator, demanded: Bool) async throws -> TaskRun.PassOutcome {
+    /// `demanded` when the manager already has this pass's first demand (a fresh task); `slot`:
+    /// the host of a slot granted before the pass began.
+    mutating func run(events: inout EventQueue<RunEvent>.Iterator, demanded: Bool, slot: String?) async throws -> TaskRun.PassOutcome {
         var demand: [String: Int] = [:]
         for (index, writer) in writers.sorted(by: { $0.key < $1.key }) {
             switch writer.kind {
             case .single:
                 var state = SingleOutputState()
                 state.chunk = chunkUnderRateLimit(roundTrip: nil)
-                if writer.isJournaled {
+                // (A transfer the run started before its task counts its bytes as it ends, as the
+                // pass's own first connection would: the pass starts as a fresh one.)
+                if writer.isJournaled, slot == nil {
                     // (What the writer counted as done when it was restored.)
                     let record = writer.journal.output(index)
                     state.done = record.resumableRanges
@@ -56,7 +61,7 @@ struct DownloadLoop {
                 }
                 singles[index] = state
                 if !writer.isDone(0) {
-                    let connections = state.connectionsToResume(
+                    let connections = slot != nil ? 1 : state.connectionsToResume(
                         resource(of: writer), splitting: run.configuration.splitting,
                         rateLimited: run.services.engine.globalRateLimit != nil)
                     for _ in 0..<connections { add(.piece(output: index, attempt: nil), demand: &demand) }
@@ -69,6 +74,7 @@ struct DownloadLoop {
         if !demanded { run.mailbox.report(.downloading(demand: demand, cap: sentCap)) }
         return try await withThrowingDiscardingTaskGroup { group in
             for (index, writer) in writers where writer.isComplete { handle(.complete(output: index), in: &group) }
+            if let slot { handle(.granted(host: slot, count: 1), in: &group) }
             // What a batch of events makes the run tell the manager goes with one wake-up, when
             // the batch is handled (before the run waits for more, or ends).
             let mailbox = run.mailbox
@@ -289,8 +295,13 @@ struct DownloadLoop {
         case .piece(let output, let attemptKey):
             guard var state = singles[output], let writer = writers[output] else { return false }
             var started: (id: Int, piece: SingleOutputState.Piece)?
+            // The transfer the run started before its task is this connection (its range, its
+            // bound), adopted instead of a new one.
+            let direct = retry == nil && !writer.isDone(0) ? run.adoptableDirectPiece : nil
             if writer.isDone(0) {
                 state.dropQueued()
+            } else if let direct {
+                started = state.adoptPiece(direct)
             } else {
                 started = state.startPiece(
                     attemptKey: attemptKey, resource(of: writer), splitting: run.configuration.splitting, now: MonotonicClock.nanoseconds())
@@ -298,10 +309,12 @@ struct DownloadLoop {
             settle(&state, output: output)
             guard let (pieceID, piece) = started else { return false }
             launch(work, host: host, in: &group, quick: { key in
-                run.startPiece(pieceID, piece, of: writer, retry: retry) { result in
+                let onEnd: @Sendable (RunWorkResult) -> Void = { result in
                     inFlight.ended(key)
                     events.post(.quickEnded(work, host: host, transfer: key, .result(result)))
                 }
+                if direct != nil, let adopted = run.adoptDirectPiece(as: pieceID, onEnd: onEnd) { return adopted }
+                return run.startPiece(pieceID, piece, of: writer, retry: retry, onEnd: onEnd)
             }) { await run.fetchPiece(pieceID, piece, of: writer, retry: retry) }
         }
         return true

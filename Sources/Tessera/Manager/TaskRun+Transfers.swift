@@ -717,6 +717,7 @@ extension TaskRun {
     /// What the first response of a single output tells: its length and version, whether more
     /// connections may share it, and (for an output named by the server) its name.
     private func firstResponseHook(for writer: OutputWriter, chunked: Bool) -> @Sendable (TransferResponse) -> ResponseDecision {
+        let run = self
         let splitting = configuration.splitting
         let engine = services.engine
         let sink = events
@@ -744,6 +745,8 @@ extension TaskRun {
                 connections = splitting.connections(forRest: length, rateLimited: engine.globalRateLimit != nil) - 1
             }
             sink.post(.resourceKnown(output: index, rangesAllowed: rangesAllowed, connections: connections, roundTrip: response.roundTripTime))
+            // (A run started without a task needs its loop now, to split the rest.)
+            if connections > 0 { run.directNeedsTask() }
             if writer.namedByResponse {
                 let proposal = ResponseNaming.fileName(url: response.effectiveURL, headers: response.headers)
                 writer.proposal = proposal

@@ -183,13 +183,18 @@ final class TaskRun: Sendable {
     /// The loop's events: the manager posts grants here, the run's work its ends.
     let events: EventQueue<RunEvent>
     let shared = RunShared()
+    /// How the run executes (in its task, or first without one), as the manager holds it.
+    let execution: RunExecution
+    /// The transfer the run started without a task (``startDirectly(host:)``), until the run ends.
+    let direct = Locked<DirectTransfer?>(nil)
     /// The run's seed for retry jitter: the configuration's (tests), else a random one, mixed
     /// with the task's identity.
     let baseSeed: UInt64
 
     init(
         ticket: RunTicket, id: DownloadTaskID, manager: DownloadTaskManager, start: RunStart, entity: DownloadBaseEntity, mode: DownloadTaskMode,
-        progress: TaskProgress, mailbox: RunMailbox, services: RunServices, events: EventQueue<RunEvent>, baseSeed: UInt64
+        progress: TaskProgress, mailbox: RunMailbox, services: RunServices, events: EventQueue<RunEvent>, baseSeed: UInt64,
+        execution: RunExecution
     ) {
         self.ticket = ticket
         self.id = id
@@ -202,6 +207,7 @@ final class TaskRun: Sendable {
         self.services = services
         self.events = events
         self.baseSeed = baseSeed
+        self.execution = execution
     }
 
     var configuration: DownloadTaskManager.Configuration { services.configuration }
@@ -242,6 +248,8 @@ final class TaskRun: Sendable {
             ending = .stopped
         }
         events.finish()
+        // A transfer started before the task and never adopted ends before the run does.
+        await abandonDirectTransfer()
         // What the journal has not written yet is written now (the next run reads it back).
         if let journal = shared.journal, journal.needsClosing {
             await services.executor.run { journal.close() }
@@ -273,6 +281,8 @@ final class TaskRun: Sendable {
         var resetOutputs = Set<Int>()
         var events = self.events.makeIterator()
         var fresh = start.isFresh
+        // What the run started before its task (its writers, the slot it used), taken up once.
+        var adopted = takeDirectStart()
         while true {
             try Task.checkCancellation()
             // A task that never had a manifest has nothing on disk: it asks for its first slots
@@ -295,9 +305,11 @@ final class TaskRun: Sendable {
             shared.setExpiry(named.expiresAt)
             if named.isLive { return try await recordLive(named, announced: demanded) }
             if changed { await discardEverything(named) }
-            let writers = try await prepare(named, fresh: fresh)
+            let writers = if let taken = adopted?.writers { taken } else { try await prepare(named, fresh: fresh) }
+            let slot = adopted?.host
+            adopted = nil
             fresh = false
-            switch try await download(named, writers: writers, events: &events, demanded: demanded) {
+            switch try await download(named, writers: writers, events: &events, demanded: demanded, slot: slot) {
             case .complete:
                 await finishTask(writers)
                 return
@@ -394,12 +406,14 @@ final class TaskRun: Sendable {
 
     /// The writers of the outputs, restored from the journal's `records` and the disk when
     /// `restoring` (blocking file work then).
-    private func writers(
+    func writers(
         for manifest: DownloadManifest, records: [Int: TaskJournal.Output], restoring: Bool
     ) throws(DownloadError) -> [Int: OutputWriter] {
         let layout = services.layout
-        let journalBase = layout.journalBase(of: id)
         let entity = self.entity, mode = self.mode, id = self.id, cache = services.cache, progress = self.progress
+        // (The task's name in the work directory, made once; a stash's path only when one is needed.)
+        let workName = FileLayout.fileName(for: id)
+        let journalBase = layout.journalBase(named: workName, epoch: layout.fence?.journalEpoch(of: id))
         let commitInterval = configuration.journalCommitInterval
         do {
             let journal = TaskJournal(
@@ -418,13 +432,11 @@ final class TaskRun: Sendable {
                 }
                 let finalPath = layout.outputPath(entity: entity, output: output)
                 let namedByResponse = output.isNamedByResponse
-                let partPath = namedByResponse ? layout.responseNamedPart(of: id, output: index) : FileLayout.partPath(finalPath)
+                let partPath = namedByResponse ? layout.responseNamedPart(named: workName, output: index) : FileLayout.partPath(finalPath)
                 let writer = OutputWriter(
                     index: index, output: output, kind: kind, finalPath: finalPath, partPath: partPath,
                     namedByResponse: namedByResponse, journal: journal,
-                    stashPath: { [stash = layout.stashPath(of: id, output: index, segment: 0).dropLast("0.seg".count)] in
-                        "\(stash)\($0).seg"
-                    })
+                    stashPath: { layout.stashPath(named: workName, output: index, segment: $0) })
                 let record = records[index] ?? TaskJournal.Output()
                 if restoring { doneBytes += try Self.restore(writer, record: record, cache: cache, entity: entity) }
                 // An output already in place from an earlier run (moved, not yet recorded: the

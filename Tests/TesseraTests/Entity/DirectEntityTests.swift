@@ -263,8 +263,11 @@ private func smallSplitting(
             let origin = harness.origin
             let small: Int64 = 1_500_000, large: Int64 = 12 * oneMiB
             let smallPath = "/bytes/\(small)/total-small.bin", largePath = "/bytes/\(large)/total-large.bin"
-            origin.inject(.throttle(bytesPerSecond: 1_000_000), at: smallPath)
-            origin.inject(.throttle(bytesPerSecond: 2_000_000), at: largePath)
+            // Each response stops for three seconds after its first bytes: a loaded machine still
+            // finds the download in the middle (a small file finishes on the engine thread, with
+            // nothing left for a busy test to wait on).
+            origin.inject(.stall(.seconds(3), afterBytes: 300_000), at: smallPath)
+            origin.inject(.stall(.seconds(3), afterBytes: 300_000), at: largePath)
             for (path, size) in [(smallPath, small), (largePath, large)] {
                 let entity = DirectEntity(url: origin.url(path))
                 try await harness.manager.start(entity)
