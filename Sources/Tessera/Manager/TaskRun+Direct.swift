@@ -28,7 +28,9 @@ extension TaskRun {
         guard let manifest = start.announced, let writers = try? writers(for: manifest, records: [:], restoring: false),
             writers.count == 1, let (_, writer) = writers.first, writer.kind == .single
         else {
-            // (The task makes its writers again, and reports what stands in the way.)
+            // (The task makes its writers again, and reports what stands in the way; the slot
+            // waits in its events, as a grant to a task does.)
+            events.post(.granted(host: host, count: 1))
             return execution.continueInTask { [self] in await run() }
         }
         let piece = SingleOutputState.Piece(
@@ -39,12 +41,12 @@ extension TaskRun {
         case .started(let handle):
             if !execution.started(handle) { services.engine.cancel(handle) }
             // (A first response that asked for more connections before the handle was known.)
-            if transfer.started(handle) { handOver(transfer) }
+            if transfer.started(handle) { handOver() }
         case .ended:
             break
         case .needsTask:
             transfer.didNotStart()
-            handOver(transfer)
+            handOver()
         }
     }
 
@@ -65,7 +67,7 @@ extension TaskRun {
             mailbox.report(.ended(.completed, nil))
             execution.ended()
         case .handOver:
-            handOver(transfer)
+            handOver()
         case .told:
             break
         }
@@ -75,10 +77,11 @@ extension TaskRun {
     /// transfer over now (it splits the rest), not when the transfer ends.
     func directNeedsTask() {
         guard let transfer = direct.withLock({ $0 }), transfer.handOverWhileRunning() else { return }
-        handOver(transfer)
+        handOver()
     }
 
-    private func handOver(_ transfer: DirectTransfer) {
+    /// The run goes on in its task (which takes up what the transfer did).
+    private func handOver() {
         execution.continueInTask { [self] in await run() }
     }
 
