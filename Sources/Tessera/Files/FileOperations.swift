@@ -185,6 +185,38 @@ package enum FileOperations {
         try createDirectory((path as NSString).deletingLastPathComponent)
     }
 
+    /// Gives the file at `source` a second name, `destination`, unless a file is there: `true`
+    /// when linked, `false` when `destination` exists, `nil` where the file system gives no hard
+    /// link there (another device, or links refused): the caller moves the file instead.
+    static func linkWithoutReplacing(_ source: String, to destination: String) throws(DownloadError) -> Bool? {
+        var result = link(source, destination)
+        if result != 0, errno == ENOENT, exists(source) {
+            // The destination's directory is missing (the source is there): made, then again.
+            try createParent(of: destination)
+            result = link(source, destination)
+        }
+        if result == 0 { return true }
+        switch errno {
+        case EEXIST: return false
+        case EXDEV, EPERM, ENOTSUP, EMLINK, ENOSYS: return nil
+        default: throw systemError(errno, "could not link \(source) to \(destination)")
+        }
+    }
+
+    /// Whether `first` and `second` are two names of one file.
+    static func isSameFile(_ first: String, _ second: String) -> Bool {
+        var one = stat(), two = stat()
+        guard stat(first, &one) == 0, stat(second, &two) == 0 else { return false }
+        return one.st_dev == two.st_dev && one.st_ino == two.st_ino
+    }
+
+    /// How many names the file at `path` has (`nil`: no file there).
+    static func linkCount(_ path: String) -> Int? {
+        var info = stat()
+        guard lstat(path, &info) == 0 else { return nil }
+        return Int(info.st_nlink)
+    }
+
     static func exists(_ path: String) -> Bool {
         var info = stat()
         return lstat(path, &info) == 0
@@ -194,6 +226,14 @@ package enum FileOperations {
         var info = stat()
         guard stat(path, &info) == 0 else { return nil }
         return Int64(info.st_size)
+    }
+
+    /// Removes the files `names` of `directory` (one look-up of the directory for all of them).
+    static func remove(_ names: [String], in directory: String) {
+        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        defer { close(descriptor) }
+        for name in names { _ = unlinkat(descriptor, name, 0) }
     }
 
     static func remove(_ path: String) {

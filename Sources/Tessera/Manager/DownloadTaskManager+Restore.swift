@@ -58,9 +58,33 @@ extension DownloadTaskManager {
             if state == .completed { task.compactManifest(interning: &metadataInterning) }
         }
         addedOrder.sort { $0.sequence < $1.sequence }
+        await releasePartsOfCompletedTasks()
         let epoch = scheduler.beginCommand()
         for task in resumable { apply(scheduler.handle(.startIfUntouched(task.handle, since: epoch))) }
         apply(scheduler.handle(.schedule))
         return RestoreReport(restored: liveTasks.map { info($0) }, skipped: skipped)
+    }
+
+    /// The partial files that are still second names of completed tasks' outputs (a process
+    /// killed after the store recorded the completions, before it let go of them; see
+    /// ``releaseFinishedParts(of:)``) go. One look at the work directory (off the actor); the
+    /// tasks' names in it are made only when it holds such a file. A partial file of a task the
+    /// store does not know as completed stays: its next run finds its output by it.
+    func releasePartsOfCompletedTasks() async {
+        let work = layout.workDirectory
+        let linked = await executor.run { () -> [String] in
+            let names = (try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []
+            return names.filter { $0.hasSuffix(".part") && (FileOperations.linkCount(SafePath.join(work, $0)) ?? 1) > 1 }
+        }
+        guard !linked.isEmpty else { return }
+        var completed: Set<String> = []
+        for task in tasks.values where state(of: task) == .completed { completed.insert(FileLayout.fileName(for: task.id)) }
+        let owned = linked.filter { name in
+            // `<task's name>-<output>.part`
+            guard let dash = name.lastIndex(of: "-") else { return false }
+            return completed.contains(String(name[..<dash]))
+        }
+        guard !owned.isEmpty else { return }
+        executor.submit { FileOperations.remove(owned, in: work) }
     }
 }

@@ -159,6 +159,18 @@ extension DownloadTaskManager {
             // The run is over: what it held goes (its progress stays for snapshots).
             task.run = nil
             apply(scheduler.handle(.ended(ticket.handle, generation: ticket.generation, ending)))
+            if ending == .completed { releaseFinishedParts(of: task) }
+        }
+    }
+
+    /// A completed task's outputs named by the server keep their partial files as second names
+    /// (see `TaskRun.moveIntoPlace`) until the store batch that records the completion is written;
+    /// then they go (``startStoreWrite()``).
+    func releaseFinishedParts(of task: ManagedTask) {
+        guard let manifest = task.manifest else { return }
+        for (index, output) in manifest.outputs.enumerated() where output.isNamedByResponse && (output.isSelected || task.mode == .cacheOnly) {
+            // (Their names in the work directory, where they all are.)
+            finishedParts.append(FileLayout.responseNamedPartName(named: FileLayout.fileName(for: task.id), output: index))
         }
     }
 

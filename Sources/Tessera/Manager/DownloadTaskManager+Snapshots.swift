@@ -161,10 +161,14 @@ extension DownloadTaskManager {
         if !unsaved.isEmpty {
             let batch = unsaved.take(records: storedRecord)
             let previous = lastStoreWrite, store = self.store, hub = self.hub, logger = configuration.logger
+            // (The completions these partial files waited for are in this batch or an earlier one.)
+            let parts = finishedParts, executor = self.executor, work = layout.workDirectory
+            finishedParts.removeAll()
             lastStoreWrite = Task {
                 await previous?.value
                 do {
                     try await store.apply(batch)
+                    if !parts.isEmpty { executor.submit { FileOperations.remove(parts, in: work) } }
                 } catch {
                     let failure = error as? DownloadError ?? DownloadError(.storeFailure, "\(error)")
                     logger.error("store write failed: \(failure)")

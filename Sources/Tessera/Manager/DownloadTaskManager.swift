@@ -78,6 +78,9 @@ public actor DownloadTaskManager {
     var inboxDrain: Task<Void, Never>?
     var prober: Task<Void, Never>?
     var lastStoreWrite: Task<Void, Never>?
+    /// Partial files of completed tasks' outputs (their names in the work directory), removed
+    /// once the store has their completion (``releaseFinishedParts(of:)``).
+    var finishedParts: [String] = []
     /// Pending deletions of removed tasks' files, by task.
     var deletions: [DownloadTaskID: Task<Void, Never>] = [:]
     var bytesSinceDiskCheck: Int64 = 0

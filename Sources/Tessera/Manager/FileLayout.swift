@@ -69,7 +69,12 @@ struct FileLayout: Sendable {
 
     /// ``responseNamedPart(of:output:)`` of the task whose ``fileName(for:)`` is `name`.
     func responseNamedPart(named name: String, output: Int) -> String {
-        SafePath.join(workDirectory, "\(name)-\(output).part")
+        SafePath.join(workDirectory, Self.responseNamedPartName(named: name, output: output))
+    }
+
+    /// The file name (in ``workDirectory``) of ``responseNamedPart(named:output:)``.
+    static func responseNamedPartName(named name: String, output: Int) -> String {
+        "\(name)-\(output).part"
     }
 
     /// Where a segment goes while its place in the output is not known.

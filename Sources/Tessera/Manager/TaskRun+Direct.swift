@@ -21,13 +21,15 @@ extension TaskRun {
     }
 
     /// The manager's first grant (a slot on `host`) to a run that starts without a task: its
-    /// output's first piece starts here (on the manager's actor: no file is looked at unless a
-    /// cache is, and the request goes to the engine). Where that cannot be, the run goes on in its
-    /// task.
+    /// output's first piece starts here (on the manager's actor: one `lstat` of its partial file,
+    /// a look at the cache if there is one, and the request goes to the engine). Where that cannot
+    /// be, the run goes on in its task.
     func startDirectly(host: String) {
         guard let manifest = start.announced, let writers = try? writers(for: manifest, records: [:], restoring: false),
-            writers.count == 1, let (_, writer) = writers.first, writer.kind == .single
+            writers.count == 1, let (_, writer) = writers.first, writer.kind == .single, !writer.isDone(0)
         else {
+            // (Also a file a killed process finished, found by its partial file's second name:
+            // the task's loop finishes it without a request.)
             // (The task makes its writers again, and reports what stands in the way; the slot
             // waits in its events, as a grant to a task does.)
             events.post(.granted(host: host, count: 1))

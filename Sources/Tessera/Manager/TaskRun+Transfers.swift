@@ -874,7 +874,24 @@ extension TaskRun {
         }
         try Self.verify(writer.output, at: part, size: size)
         CrashPoint.assembled.reach()
-        guard try FileOperations.moveWithoutReplacing(part, to: destination) else { return false }
+        if writer.kind == .single, writer.namedByResponse {
+            // The partial file (in the work directory, named after the task) stays the output's
+            // second name until the store has recorded the task complete: a run after a kill in
+            // between finds the two names of one file and knows the output is this task's
+            // (``TaskRun/restore``), instead of fetching it again beside itself.
+            switch try FileOperations.linkWithoutReplacing(part, to: destination) {
+            case true?:
+                break
+            case false?:
+                // A file is there: this output's own (linked by a run that stopped before it was
+                // recorded), or another file, which is never replaced.
+                guard FileOperations.isSameFile(part, destination) else { return false }
+            case nil:
+                guard try FileOperations.moveWithoutReplacing(part, to: destination) else { return false }
+            }
+        } else {
+            guard try FileOperations.moveWithoutReplacing(part, to: destination) else { return false }
+        }
         writer.journal.update(writer.index) { $0 = TaskJournal.Output() }
         fillCache(from: writer, at: destination)
         CrashPoint.moved.reach()

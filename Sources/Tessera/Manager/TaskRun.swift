@@ -391,7 +391,8 @@ final class TaskRun: Sendable {
     /// done already (off the cooperative pool).
     private func prepare(_ manifest: DownloadManifest, fresh: Bool) async throws -> [Int: OutputWriter] {
         if fresh {
-            // Nothing can be on disk for a task that never had a manifest: no file is looked at.
+            // Nothing of a task that never had a manifest is on disk but an output a killed
+            // process finished before the store heard of the task (one look, `finishedBefore`).
             return try writers(for: manifest, records: [:], restoring: false)
         }
         let journalBase = services.layout.journalBase(of: id)
@@ -438,7 +439,12 @@ final class TaskRun: Sendable {
                     namedByResponse: namedByResponse, journal: journal,
                     stashPath: { layout.stashPath(named: workName, output: index, segment: $0) })
                 let record = records[index] ?? TaskJournal.Output()
-                if restoring { doneBytes += try Self.restore(writer, record: record, cache: cache, entity: entity) }
+                if restoring {
+                    doneBytes += try Self.restore(writer, record: record, cache: cache, entity: entity)
+                } else if let bytes = Self.finishedBefore(writer) {
+                    // (A task the store never heard of, whose file a killed process had finished.)
+                    doneBytes += bytes
+                }
                 // An output already in place from an earlier run (moved, not yet recorded: the
                 // journal may still list its segments) is done. Its name was given to this task
                 // when no file had it, and its size (and checksum) say it is the output.
@@ -462,6 +468,22 @@ final class TaskRun: Sendable {
         }
     }
 
+    /// A single output named by the server whose partial file is a second name of a finished
+    /// output (see `moveIntoPlace`): its bytes when that output is this one, finished by a run
+    /// that stopped (or a process that was killed) before the store recorded it; a link to a file
+    /// at another name is let go of here, never written through. `nil` otherwise. Blocking (one
+    /// `lstat` when there is no such file).
+    static func finishedBefore(_ writer: OutputWriter) -> Int64? {
+        guard writer.kind == .single, writer.namedByResponse, let links = FileOperations.linkCount(writer.partPath), links > 1
+        else { return nil }
+        if FileOperations.isSameFile(writer.partPath, writer.finalPath) {
+            writer.setDone(0)
+            return FileOperations.size(writer.finalPath) ?? 0
+        }
+        FileOperations.remove(writer.partPath)
+        return nil
+    }
+
     /// What of `writer`'s output is done already; returns its bytes.
     private static func restore(
         _ writer: OutputWriter, record: TaskJournal.Output, cache: SegmentCache?, entity: DownloadBaseEntity
@@ -469,6 +491,7 @@ final class TaskRun: Sendable {
         let output = writer.output
         switch writer.kind {
         case .ordered, .pieces, .single:
+            if let bytes = finishedBefore(writer) { return bytes }
             guard FileOperations.exists(writer.partPath) else {
                 if !record.ranges.isEmpty { writer.journal.update(writer.index) { $0 = TaskJournal.Output() } }
                 return 0

@@ -94,4 +94,99 @@ import TesseraTesting
             await second.shutdown()
         }
     }
+
+    /// A process killed after a file was finished and moved into place, before the store recorded
+    /// the task complete (or recorded the task at all): the next process finds the file by its
+    /// partial file, which stays its second name until then, and neither fetches it again nor
+    /// writes it again beside itself as `name.1`.
+    @Test func aFileFinishedBeforeAKillIsNotFetchedAgainByTheNextRun() async throws {
+        try await withManager { harness in
+            let store = InMemoryDownloadStore()
+            let frozen = FreezingStore(store)
+            let configuration = DownloadTaskManager.Configuration(downloadRoot: harness.root.path)
+            let killed = DownloadTaskManager(configuration: configuration, engine: harness.engine, store: frozen)
+            // One task the store knows (flushed while its body stalls), one it never heard of.
+            let known = DirectEntity(url: harness.origin.url("/bytes/40000/known.bin"))
+            let unknown = DirectEntity(url: harness.origin.url("/bytes/30000/unknown.bin"))
+            harness.origin.inject(.stall(.seconds(1), afterBytes: 10_000), at: "/bytes/40000/known.bin")
+            try await killed.start(known)
+            await killed.flushStore()
+            // From here on nothing reaches the store, as if the process were killed before it did.
+            frozen.freeze()
+            _ = await killed.start(contentsOf: [unknown])
+            for entity in [known, unknown] {
+                #expect(await killed.waitForState(entity.taskID, .completed, timeout: .seconds(20))?.state == .completed)
+            }
+            // "Killed": the first manager is abandoned without a shutdown (its store never hears of
+            // the completions); the files are in place.
+            #expect(fileSize(harness.root.file("known.bin")) == 40_000)
+            #expect(fileSize(harness.root.file("unknown.bin")) == 30_000)
+            let stored = try await store.loadAll()
+            #expect(stored.map(\.task.id) == [known.taskID], "\(stored.map(\.task.id))")
+            #expect(stored.allSatisfy { $0.task.state != .completed }, "\(stored.map(\.task.state))")
+
+            let next = DownloadTaskManager(configuration: configuration, engine: harness.engine, store: store)
+            try await next.restore()
+            _ = await next.start(contentsOf: [unknown])
+            for entity in [known, unknown] {
+                let done = await next.waitForState(entity.taskID, .completed, timeout: .seconds(20))
+                #expect(done?.state == .completed, "\(entity.taskID): \(String(describing: done?.state))")
+                #expect(done?.outputs.first?.path == harness.root.file(entity === known ? "known.bin" : "unknown.bin"))
+            }
+            #expect(harness.origin.requestCount(for: "/bytes/40000/known.bin") == 1)
+            #expect(harness.origin.requestCount(for: "/bytes/30000/unknown.bin") == 1)
+            #expect(harness.root.files.sorted() == ["known.bin", "unknown.bin"], "no copy beside the files: \(harness.root.files)")
+            #expect(await harness.origin.content(at: "/bytes/40000/known.bin").verifyFile(atPath: harness.root.file("known.bin"), size: 40_000))
+            #expect(await harness.origin.content(at: "/bytes/30000/unknown.bin").verifyFile(atPath: harness.root.file("unknown.bin"), size: 30_000))
+            await next.shutdown()
+            let work = harness.root.file(".tessera/work")
+            #expect(((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []).filter { $0.hasSuffix(".part") }.isEmpty)
+        }
+    }
+
+    /// A process killed after the store recorded a completion and before it let go of the
+    /// output's partial file (its second name): the next start lets go of it; the output stays.
+    @Test func aCompletedTasksLeftoverPartialFileGoesAtTheNextStart() async throws {
+        try await withManager { harness in
+            let store = InMemoryDownloadStore()
+            let configuration = DownloadTaskManager.Configuration(downloadRoot: harness.root.path)
+            let first = DownloadTaskManager(configuration: configuration, engine: harness.engine, store: store)
+            let entity = DirectEntity(url: harness.origin.url("/bytes/20000/kept.bin"))
+            try await first.start(entity)
+            #expect(await first.waitForState(entity.taskID, .completed, timeout: .seconds(20))?.state == .completed)
+            await first.shutdown()
+            // What the killed process would have left: the partial file, a second name of the output.
+            let part = FileLayout(root: harness.root.path).responseNamedPart(of: entity.taskID, output: 0)
+            #expect(!FileManager.default.fileExists(atPath: part), "a shutdown lets go of it")
+            #expect(link(harness.root.file("kept.bin"), part) == 0)
+
+            let next = DownloadTaskManager(configuration: configuration, engine: harness.engine, store: store)
+            try await next.restore()
+            #expect(await eventually { !FileManager.default.fileExists(atPath: part) }, "the leftover goes")
+            #expect(await next.check(entity.taskID)?.state == .completed)
+            #expect(await harness.origin.content(at: "/bytes/20000/kept.bin").verifyFile(atPath: harness.root.file("kept.bin"), size: 20_000))
+            #expect(harness.origin.requestCount(for: "/bytes/20000/kept.bin") == 1)
+            await next.shutdown()
+        }
+    }
+}
+
+/// A store whose writes stop reaching `inner` once frozen: a write after that never ends, as
+/// one a killed process had started (nothing the manager does after a write happens).
+private final class FreezingStore: DownloadStore {
+    let inner: InMemoryDownloadStore
+    private let frozen = Locked(false)
+
+    init(_ inner: InMemoryDownloadStore) {
+        self.inner = inner
+    }
+
+    func freeze() { frozen.withLock { $0 = true } }
+
+    func loadAll() async throws -> [StoredTask] { try await inner.loadAll() }
+
+    func apply(_ changes: [StoreChange]) async throws {
+        if frozen.withLock({ $0 }) { try await Task.sleep(for: .seconds(3600)) }
+        try await inner.apply(changes)
+    }
 }
