@@ -42,13 +42,15 @@ enum ConfigFile {
         // A command line that names neither option reads the default file, if there is one: with
         // none there is nothing to do, and the command line is parsed once, by the command.
         let mentions = arguments.contains { $0.hasPrefix("--no-config") || $0.hasPrefix("--config-location") }
-        if !mentions, defaultPath(environment).map({ FileOperations.contents($0) == nil }) ?? true { return arguments }
+        // (The default file, read once.)
+        let preread = mentions ? nil : defaultPath(environment).flatMap { FileOperations.contents($0) }
+        if !mentions, preread == nil { return arguments }
         guard let parsed = try? command.parse(Array(arguments.dropFirst())) else { return arguments }
         let config = parsed.config
         guard !config.noConfig else { return arguments }
         let explicit = config.configLocation
         guard let path = explicit ?? defaultPath(environment) else { return arguments }
-        guard let data = FileOperations.contents(path) else {
+        guard let data = preread ?? FileOperations.contents(path) else {
             if explicit != nil { throw ValidationError("cannot read the configuration file \(path): \(readProblem(path))") }
             return arguments
         }

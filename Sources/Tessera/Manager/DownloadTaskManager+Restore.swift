@@ -74,16 +74,12 @@ extension DownloadTaskManager {
         let work = layout.workDirectory
         let linked = await executor.run { () -> [String] in
             let names = (try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []
-            return names.filter { $0.hasSuffix(".part") && (FileOperations.linkCount(SafePath.join(work, $0)) ?? 1) > 1 }
+            return names.filter { FileLayout.taskName(ofResponseNamedPart: $0) != nil && (FileOperations.linkCount(SafePath.join(work, $0)) ?? 1) > 1 }
         }
         guard !linked.isEmpty else { return }
         var completed: Set<String> = []
         for task in tasks.values where state(of: task) == .completed { completed.insert(FileLayout.fileName(for: task.id)) }
-        let owned = linked.filter { name in
-            // `<task's name>-<output>.part`
-            guard let dash = name.lastIndex(of: "-") else { return false }
-            return completed.contains(String(name[..<dash]))
-        }
+        let owned = linked.filter { name in FileLayout.taskName(ofResponseNamedPart: name).map { completed.contains(String($0)) } ?? false }
         guard !owned.isEmpty else { return }
         executor.submit { FileOperations.remove(owned, in: work) }
     }

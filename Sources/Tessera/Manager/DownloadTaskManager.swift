@@ -180,11 +180,7 @@ public actor DownloadTaskManager {
                 while next < entities.count, cacheOnly || tasks[entities[next].taskID] == nil {
                     let entity = entities[next]
                     next += 1
-                    do throws(DownloadError) {
-                        added.append(.success(try cacheOnly ? startCache(entity) : add(entity, mode: .download, start: true)))
-                    } catch {
-                        added.append(.failure(error))
-                    }
+                    added.append(Result { () throws(DownloadError) in try cacheOnly ? startCache(entity) : add(entity, mode: .download, start: true) })
                 }
                 return added
             }
@@ -194,11 +190,7 @@ public actor DownloadTaskManager {
             let entity = entities[next]
             next += 1
             let redo = await outputsAreMissing(entity.taskID)
-            do throws(DownloadError) {
-                results.append(.success(try add(entity, mode: .download, start: true, redo: redo)))
-            } catch {
-                results.append(.failure(error))
-            }
+            results.append(Result { () throws(DownloadError) in try add(entity, mode: .download, start: true, redo: redo) })
         }
         return results
     }

@@ -77,6 +77,13 @@ struct FileLayout: Sendable {
         "\(name)-\(output).part"
     }
 
+    /// The task's ``fileName(for:)`` in a ``responseNamedPartName(named:output:)``, or `nil` for
+    /// another file of the work directory.
+    static func taskName(ofResponseNamedPart fileName: String) -> Substring? {
+        guard fileName.hasSuffix(".part"), let dash = fileName.lastIndex(of: "-") else { return nil }
+        return fileName[..<dash]
+    }
+
     /// Where a segment goes while its place in the output is not known.
     func stashPath(of id: DownloadTaskID, output: Int, segment: Int) -> String {
         stashPath(named: Self.fileName(for: id), output: output, segment: segment)

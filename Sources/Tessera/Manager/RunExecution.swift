@@ -22,9 +22,6 @@ final class RunExecution: Sendable {
         self.engine = engine
     }
 
-    /// Whether the run was stopped.
-    var isCancelled: Bool { state.withLock { $0.cancelled } }
-
     /// Stops the run: its task is cancelled; a transfer running without one is cancelled (its end
     /// hands the run to a task, cancelled from its start, that winds it down).
     func cancel() {

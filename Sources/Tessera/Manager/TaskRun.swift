@@ -547,8 +547,6 @@ final class TaskRun: Sendable {
 
     /// The task completed: its journal and work files go.
     private func finishTask(_ writers: [Int: OutputWriter]) async {
-        let layout = services.layout, id = self.id
-        _ = (layout, id)
         guard let journal = writers.values.first?.journal, journal.mayHaveFiles else {
             writers.values.first?.journal.remove()
             return
