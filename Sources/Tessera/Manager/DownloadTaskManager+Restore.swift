@@ -69,13 +69,15 @@ extension DownloadTaskManager {
     /// killed after the store recorded the completions, before it let go of them; see
     /// ``releaseFinishedParts(of:)``) go. One look at the work directory (off the actor); the
     /// tasks' names in it are made only when it holds such a file. A partial file of a task the
-    /// store does not know as completed stays: its next run finds its output by it.
+    /// store does not know as completed stays: its next run finds its output by it (only the
+    /// fresh tasks the look found such a file of look again, ``linkedPartsAtStart``).
     func releasePartsOfCompletedTasks() async {
         let work = layout.workDirectory
         let linked = await executor.run { () -> [String] in
             let names = (try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []
             return names.filter { FileLayout.taskName(ofResponseNamedPart: $0) != nil && (FileOperations.linkCount(SafePath.join(work, $0)) ?? 1) > 1 }
         }
+        if layout.fence == nil { linkedPartsAtStart = Set(linked.compactMap { FileLayout.taskName(ofResponseNamedPart: $0).map(String.init) }) }
         guard !linked.isEmpty else { return }
         var completed: Set<String> = []
         for task in tasks.values where state(of: task) == .completed { completed.insert(FileLayout.fileName(for: task.id)) }

@@ -81,6 +81,11 @@ public actor DownloadTaskManager {
     /// Partial files of completed tasks' outputs (their names in the work directory), removed
     /// once the store has their completion (``releaseFinishedParts(of:)``).
     var finishedParts: [String] = []
+    /// The tasks (their ``FileLayout/fileName(for:)``) whose partial files ``restore(resuming:)``
+    /// found as second names of finished outputs in the work directory: only a fresh task among
+    /// them looks for one (`TaskRun.finishedBefore`). `nil` when no start looked (every fresh task
+    /// looks), as under a fence, whose work directory other processes write too.
+    var linkedPartsAtStart: Set<String>?
     /// Pending deletions of removed tasks' files, by task.
     var deletions: [DownloadTaskID: Task<Void, Never>] = [:]
     var bytesSinceDiskCheck: Int64 = 0
@@ -626,6 +631,9 @@ public actor DownloadTaskManager {
         var start = RunStart(
             manifest: task.manifest, resolveCount: task.resolveCount, isFresh: task.manifest == nil,
             waitsForDeletion: deletions[id] != nil)
+        if start.isFresh, let linked = linkedPartsAtStart {
+            start.mayHaveFinishedBefore = !linked.isEmpty && linked.contains(FileLayout.fileName(for: id))
+        }
         // A plain URL is resolved and named here: its run starts downloading without a round
         // trip through the manager.
         if !start.waitsForDeletion, let manifest = immediateManifest(of: task) {

@@ -229,6 +229,10 @@ struct RunStart: Sendable {
     var isFresh: Bool
     /// Whether files of a removed task with the same identity are still being deleted.
     var waitsForDeletion: Bool
+    /// Whether a fresh task's partial file may be a second name of an output a killed process
+    /// finished (`TaskRun.finishedBefore` looks then); `false` when the start's look at the work
+    /// directory found none of the task's.
+    var mayHaveFinishedBefore = true
     /// The manifest the manager resolved and named at launch (an entity that
     /// ``ResolvesImmediately``), its first slots asked for: the run starts from it without
     /// resolving or reporting it. `nil`: the run resolves (or takes ``manifest``) itself.

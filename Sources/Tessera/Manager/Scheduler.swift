@@ -152,9 +152,9 @@ struct Scheduler: Sendable {
         /// The last command that touched the task (see ``startIfUntouched``).
         var touchedAt = 0
         /// Segments waiting for a slot, by host.
-        var demand: [String: Int] = [:]
+        var demand: HostCounts = [:]
         /// Slots held, by host.
-        var held: [String: Int] = [:]
+        var held: HostCounts = [:]
         var heldTotal = 0
         var demandTotal = 0
         /// How many times the task went to `interrupted(network)`.
@@ -174,7 +174,7 @@ struct Scheduler: Sendable {
     }
 
     private(set) var limits: Limits
-    private(set) var entries: [TaskHandle: Entry] = [:]
+    private(set) var entries = HandleTable<Entry>()
     private var queue = PriorityQueue<QueueEntry>()
     /// Tasks with a live run (resolving or downloading).
     private(set) var running: Set<TaskHandle> = []
@@ -491,7 +491,7 @@ struct Scheduler: Sendable {
     }
 
     private func ids(where predicate: (Entry) -> Bool) -> [TaskHandle] {
-        entries.filter { predicate($0.value) }.sorted { $0.value.sequence < $1.value.sequence }.map(\.key)
+        entries.pairs.filter { predicate($0.value) }.sorted { $0.value.sequence < $1.value.sequence }.map(\.key)
     }
 
     private mutating func transition(_ id: TaskHandle, to next: DownloadTaskState, into actions: inout [Action]) {
@@ -592,7 +592,7 @@ struct Scheduler: Sendable {
             var held: Int
             var demand: Int
             var cap: Int?
-            var hosts: [String: Int]
+            var hosts: HostCounts
             /// The hosts it wants slots for, by name (the order they are served in).
             var hostOrder: [String] = []
             var sentShare: Int?

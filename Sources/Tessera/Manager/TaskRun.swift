@@ -441,7 +441,7 @@ final class TaskRun: Sendable {
                 let record = records[index] ?? TaskJournal.Output()
                 if restoring {
                     doneBytes += try Self.restore(writer, record: record, cache: cache, entity: entity)
-                } else if let bytes = Self.finishedBefore(writer) {
+                } else if start.mayHaveFinishedBefore, let bytes = Self.finishedBefore(writer) {
                     // (A task the store never heard of, whose file a killed process had finished.)
                     doneBytes += bytes
                 }

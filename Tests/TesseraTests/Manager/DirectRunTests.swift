@@ -144,6 +144,38 @@ import TesseraTesting
         }
     }
 
+    /// Only a fresh task whose partial file the start found linked looks for one (a look per
+    /// file costs a path walk); a manager that never looked (no `restore`) has every fresh task
+    /// look, and either way a finished file is found by its second name, never fetched again.
+    @Test(arguments: [true, false])
+    func aFreshTaskLooksForAFinishedFileUnlessTheStartFoundNone(restoring: Bool) async throws {
+        try await withManager { harness in
+            let configuration = DownloadTaskManager.Configuration(downloadRoot: harness.root.path)
+            let first = DownloadTaskManager(configuration: configuration, engine: harness.engine)
+            let finished = DirectEntity(url: harness.origin.url("/bytes/20000/finished.bin"))
+            try await first.start(finished)
+            #expect(await first.waitForState(finished.taskID, .completed, timeout: .seconds(20))?.state == .completed)
+            await first.shutdown()
+            // What a process killed before its store heard of the task leaves: the output, and
+            // the partial file as its second name.
+            let part = FileLayout(root: harness.root.path).responseNamedPart(of: finished.taskID, output: 0)
+            #expect(link(harness.root.file("finished.bin"), part) == 0)
+
+            let next = DownloadTaskManager(configuration: configuration, engine: harness.engine)
+            if restoring { try await next.restore() }
+            let other = DirectEntity(url: harness.origin.url("/bytes/10000/other.bin"))
+            _ = await next.start(contentsOf: [finished, other])
+            for entity in [finished, other] {
+                #expect(await next.waitForState(entity.taskID, .completed, timeout: .seconds(20))?.state == .completed)
+            }
+            #expect(harness.origin.requestCount(for: "/bytes/20000/finished.bin") == 1, "found, not fetched again")
+            #expect(harness.origin.requestCount(for: "/bytes/10000/other.bin") == 1)
+            #expect(harness.root.files.sorted() == ["finished.bin", "other.bin"], "\(harness.root.files)")
+            #expect(await harness.origin.content(at: "/bytes/20000/finished.bin").verifyFile(atPath: harness.root.file("finished.bin"), size: 20_000))
+            await next.shutdown()
+        }
+    }
+
     /// A process killed after the store recorded a completion and before it let go of the
     /// output's partial file (its second name): the next start lets go of it; the output stays.
     @Test func aCompletedTasksLeftoverPartialFileGoesAtTheNextStart() async throws {
