@@ -104,6 +104,8 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(MAKE) --no-print-directory public-api
 	$(SWIFT) test --skip-build --skip '$(SERIAL_SUITES)'
+	# Again on engines of two threads, as the tessera command runs (its own tests already do).
+	TESSERA_TEST_ENGINE_THREADS=2 $(SWIFT) test --skip-build --skip '$(SERIAL_SUITES)|CLI'
 	$(SWIFT) test --skip-build --filter '$(SERIAL_SUITES)' --no-parallel
 	$(MAKE) --no-print-directory serve-check
 

@@ -61,9 +61,12 @@ public func fileSize(_ path: String) -> Int64? {
 }
 
 extension CurlEngine.Configuration {
-    /// For talking to a ``LoopbackOrigin``: no proxy from the environment, short timeouts.
+    /// For talking to a ``LoopbackOrigin``: no proxy from the environment, short timeouts; as
+    /// many engine threads as `TESSERA_TEST_ENGINE_THREADS` says (1 without it: `make test` runs
+    /// the suites again with 2, as the `tessera` command runs).
     public static func forTests() -> CurlEngine.Configuration {
         var configuration = CurlEngine.Configuration()
+        configuration.threads = ProcessInfo.processInfo.environment["TESSERA_TEST_ENGINE_THREADS"].flatMap { Int($0) } ?? 1
         configuration.proxy = .none
         configuration.connectTimeout = .seconds(5)
         configuration.lowSpeedTime = .seconds(10)

@@ -65,6 +65,8 @@ struct Session {
         engineConfiguration.maxConnections = max(16, settings.segments)
         engineConfiguration.maxConnectionsPerHost = max(1, settings.segments)
         engineConfiguration.maxActiveTransfers = max(64, settings.segments * 2)
+        // (Receiving and writing on two cores: the scheduler keeps the totals.)
+        engineConfiguration.threads = CurlEngine.Configuration.automaticThreads
         engineConfiguration.globalRateLimit = try settings.network.rateLimit()
         engineConfiguration.userAgent = settings.network.userAgent
             ?? "Tessera/\(Tessera.version) libcurl/\(CurlEngine.libcurlVersion)"

@@ -1,4 +1,5 @@
 import CoreMetrics
+import Foundation
 import Logging
 
 extension CurlEngine {
@@ -68,6 +69,28 @@ extension CurlEngine {
         /// then, so an app that bootstrapped a backend (swift-prometheus, swift-otel, StatsD) gets
         /// them; a test passes a factory of its own and needs no global bootstrap.
         public var metricsFactory: (any MetricsFactory)?
+
+        /// How many engine threads run the transfers, each with a libcurl multi handle of its
+        /// own (1 to 8; 1 by default). With two (``automaticThreads`` on a machine with two cores
+        /// or more, as the `tessera` command runs), receiving and writing many files, or the
+        /// segments of different tasks, use two cores at once. A task's run keeps all its
+        /// transfers on one thread. Each thread applies ``maxConnections``,
+        /// ``maxConnectionsPerHost`` and ``maxActiveTransfers`` to its own transfers (a
+        /// ``DownloadTaskManager``'s scheduler keeps the totals of its tasks), transfers on two
+        /// threads never share a connection (nor an HTTP/2 one), and each thread keeps its share of
+        /// the idle connections; the ``globalRateLimit`` holds across them. An engine allowed
+        /// fewer than 8 connections in total or per host runs one thread, whatever this says:
+        /// those limits then hold exactly.
+        public var threads: Int = 1
+
+        /// Two engine threads on a machine with two cores or more, else one (see ``threads``).
+        public static var automaticThreads: Int { min(2, max(1, ProcessInfo.processInfo.activeProcessorCount)) }
+
+        /// The threads the engine starts (see ``threads``).
+        var resolvedThreads: Int {
+            guard maxConnections >= 8, maxConnectionsPerHost >= 8 else { return 1 }
+            return min(8, max(1, threads))
+        }
 
         /// Creates the default configuration.
         public init() {}

@@ -1,9 +1,11 @@
 import CCurl
 import CTesseraSystem
+import CoreMetrics
 import Foundation
 
-/// The download engine every entity shares: one libcurl multi handle driven by one dedicated
-/// thread, with an `async` API on top.
+/// The download engine every entity shares: libcurl multi handles, each driven by a dedicated
+/// thread (one by default; ``Configuration/threads``), with an `async`
+/// API on top.
 ///
 /// An application makes one and gives it to its ``DownloadTaskManager``; the package's own
 /// layers submit transfers to it (`transfer(_:progress:)`, not public API). The engine reuses connections, multiplexes HTTP/2 streams where the server offers them,
@@ -21,23 +23,66 @@ import Foundation
 /// }
 /// ```
 public final class CurlEngine: Sendable {
-    private let core: EngineCore
+    /// One per engine thread (``Configuration/threads``).
+    private let cores: [EngineCore]
+    /// The global rate limit, which all the threads take from.
+    private let budget: RateBudget
 
     /// The configuration the engine was created with.
-    public var configuration: Configuration { core.configuration }
+    public let configuration: Configuration
 
-    /// Starts the engine thread.
+    /// How many engine threads run the transfers.
+    public var threadCount: Int { cores.count }
+
+    /// Starts the engine threads.
     public init(configuration: Configuration = Configuration()) throws(DownloadError) {
-        let core = try EngineCore(configuration: configuration)
-        self.core = core
-        let thread = Thread { core.run() }
-        thread.name = "tessera-curl"
-        thread.stackSize = 1 << 20
-        thread.start()
+        self.configuration = configuration
+        let count = configuration.resolvedThreads
+        let budget = RateBudget(bytesPerSecond: configuration.globalRateLimit)
+        let metrics = EngineMetrics(factory: configuration.metricsFactory ?? MetricsSystem.factory)
+        // (Each thread's cache keeps its share of the idle connections: together they keep as
+        // many as one would.)
+        let idle = (max(4, configuration.maxConnections) + count - 1) / count
+        var cores: [EngineCore] = []
+        for _ in 0..<count {
+            cores.append(try EngineCore(configuration: configuration, budget: budget, metrics: metrics, idleConnections: idle))
+        }
+        self.cores = cores
+        self.budget = budget
+        for (index, core) in cores.enumerated() {
+            let name = count == 1 ? "tessera-curl" : "tessera-curl-\(index)"
+            let thread = Thread {
+                // (The system's name of the thread, as `top -H` and `perf` show it.)
+                tessera_name_this_thread(name)
+                core.run()
+            }
+            thread.name = name
+            thread.stackSize = 1 << 20
+            thread.start()
+        }
     }
 
     deinit {
-        core.requestShutdown()
+        for core in cores { core.requestShutdown() }
+    }
+
+    /// The engine thread with the fewest transfers now (running or waiting to start), as a lane
+    /// for ``start(_:lane:progress:complete:)``: a caller whose transfers' callbacks must not run
+    /// on two threads at once (a run's) takes one lane for all of them.
+    func leastBusyLane() -> Int {
+        guard cores.count > 1 else { return 0 }
+        var best = 0, bestLoad = Int.max
+        for (index, core) in cores.enumerated() {
+            let load = core.activeCount.load(ordering: .relaxed) &+ core.queuedCount.load(ordering: .relaxed)
+            if load < bestLoad { (best, bestLoad) = (index, load) }
+        }
+        return best
+    }
+
+    /// The core of `lane` (any number: taken modulo the thread count), or the least busy one.
+    private func core(_ lane: Int?) -> EngineCore {
+        guard cores.count > 1 else { return cores[0] }
+        return cores[Int(UInt(bitPattern: lane ?? leastBusyLane()) % UInt(cores.count))]
     }
 
     /// Runs one transfer and returns when it is complete.
@@ -48,13 +93,14 @@ public final class CurlEngine: Sendable {
     ///     ``Configuration/progressInterval`` and once at the end; it must return quickly.
     /// - Throws: ``DownloadError`` only; ``DownloadError/Code/cancelled`` when the calling task
     ///   is cancelled.
+    ///   - lane: the engine thread to run on (see ``leastBusyLane()``); `nil`: the least busy.
     package func transfer(
-        _ request: TransferRequest,
+        _ request: TransferRequest, lane: Int? = nil,
         progress: (@Sendable (TransferProgress) -> Void)? = nil
     ) async throws -> TransferResult {
         try request.validate()
+        let core = self.core(lane)
         let token = core.makeToken()
-        let core = self.core
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { continuation in
                 core.submit(PendingTransfer(
@@ -69,46 +115,46 @@ public final class CurlEngine: Sendable {
     /// on the engine thread (it must return quickly and not block), or at once on the calling
     /// thread when the request is invalid or the engine has shut down. Cancel it with
     /// ``cancel(_:)`` and the handle returned. For callers that follow many transfers from one
-    /// loop: each ending costs them no task and no continuation.
+    /// loop: each ending costs them no task and no continuation. `lane`: the engine thread to
+    /// run on (see ``leastBusyLane()``); `nil`: the least busy.
     func start(
-        _ request: TransferRequest, progress: (@Sendable (TransferProgress) -> Void)? = nil,
+        _ request: TransferRequest, lane: Int? = nil, progress: (@Sendable (TransferProgress) -> Void)? = nil,
         complete: @escaping @Sendable (Result<TransferResult, DownloadError>) -> Void
     ) -> TransferHandle {
+        let core = self.core(lane)
         let token = core.makeToken()
         do {
             try request.validate()
         } catch {
             token.state.withLock { $0 = .cancelled }
             complete(.failure(error))
-            return TransferHandle(token: token)
+            return TransferHandle(token: token, core: core)
         }
         core.submit(PendingTransfer(token: token, request: request, complete: complete, progress: progress))
-        return TransferHandle(token: token)
+        return TransferHandle(token: token, core: core)
     }
 
     /// Stops a transfer started with ``start(_:progress:complete:)``: its completion is called
     /// with ``DownloadError/Code/cancelled`` (and what it wrote, as a checkpoint), unless it has
     /// already ended.
     func cancel(_ handle: TransferHandle) {
-        core.cancel(handle.token)
+        handle.core.cancel(handle.token)
     }
 
     /// The limit shared by all transfers, in bytes per second, or `nil` for none.
-    public var globalRateLimit: Int64? {
-        let rate = core.rateLimitSetting.load(ordering: .relaxed)
-        return rate > 0 ? rate : nil
-    }
+    public var globalRateLimit: Int64? { budget.limit }
 
     /// Changes the limit shared by all transfers, in bytes per second; `nil` removes it.
     public func setGlobalRateLimit(_ bytesPerSecond: Int64?) {
-        core.setRateLimit(bytesPerSecond)
+        budget.set(bytesPerSecond)
+        for core in cores { core.rateLimitChanged() }
     }
 
     /// Stops the engine: running and queued transfers fail with
-    /// ``DownloadError/Code/engineShutDown`` and the thread exits before this returns.
+    /// ``DownloadError/Code/engineShutDown`` and the threads exit before this returns.
     public func shutdown() async {
-        core.requestShutdown()
-        await core.waitUntilExited()
+        for core in cores { core.requestShutdown() }
+        for core in cores { await core.waitUntilExited() }
     }
 
     /// Counters for monitoring and tests.
@@ -125,11 +171,14 @@ public final class CurlEngine: Sendable {
 
     /// The engine's counters now.
     public var statistics: Statistics {
-        Statistics(
-            activeTransfers: core.activeCount.load(ordering: .relaxed),
-            queuedTransfers: core.queuedCount.load(ordering: .relaxed),
-            finishedTransfers: core.completedCount.load(ordering: .relaxed),
-            bytesReceived: core.receivedTotal.load(ordering: .relaxed))
+        var statistics = Statistics(activeTransfers: 0, queuedTransfers: 0, finishedTransfers: 0, bytesReceived: 0)
+        for core in cores {
+            statistics.activeTransfers += core.activeCount.load(ordering: .relaxed)
+            statistics.queuedTransfers += core.queuedCount.load(ordering: .relaxed)
+            statistics.finishedTransfers += core.completedCount.load(ordering: .relaxed)
+            statistics.bytesReceived = statistics.bytesReceived.saturatingAdding(core.receivedTotal.load(ordering: .relaxed))
+        }
+        return statistics
     }
 
     /// Tunes the C allocator (glibc's malloc) for an engine that starts many transfers: libcurl
@@ -159,4 +208,6 @@ public final class CurlEngine: Sendable {
 /// A transfer started with ``CurlEngine/start(_:progress:complete:)``, to cancel it.
 struct TransferHandle: Sendable {
     let token: TransferToken
+    /// The engine thread it runs on.
+    let core: EngineCore
 }

@@ -30,7 +30,8 @@ struct PendingTransfer: Sendable {
     var restarted = false
 }
 
-/// The engine thread's state: one libcurl multi handle and the transfers on it.
+/// One engine thread's state: one libcurl multi handle and the transfers on it (a
+/// ``CurlEngine`` has one or more, see ``CurlEngine/Configuration/threads``).
 ///
 /// Other threads reach it only through ``inbox`` (a `Locked`) and `curl_multi_wakeup`; every other
 /// member belongs to the engine thread.
@@ -38,7 +39,8 @@ final class EngineCore: @unchecked Sendable {
     struct Inbox {
         var submissions: [PendingTransfer] = []
         var cancellations: [UInt64] = []
-        var rateLimit: Int64?? = .none
+        /// The global limit changed (``RateBudget``): paused transfers may go on.
+        var rateLimitChanged = false
         var shutdown = false
         var exited = false
         var exitWaiters: [CheckedContinuation<Void, Never>] = []
@@ -54,10 +56,10 @@ final class EngineCore: @unchecked Sendable {
     let queuedCount = Atomic<Int>(0)
     let receivedTotal = Atomic<Int64>(0)
     let completedCount = Atomic<Int>(0)
-    /// The same counts (and durations) for swift-metrics, made once.
+    /// The same counts (and durations) for swift-metrics, made once for the engine.
     private let metrics: EngineMetrics
-    /// The global rate limit as last set (0: none), readable from any thread.
-    let rateLimitSetting = Atomic<Int64>(0)
+    /// The global rate limit, shared by the engine's threads.
+    let budget: RateBudget
     /// Set while the engine thread is (about to be) in `curl_multi_poll`; submissions wake it
     /// only then, which saves a system call per transfer while it is busy anyway.
     private let sleeping = Atomic<Bool>(false)
@@ -67,13 +69,16 @@ final class EngineCore: @unchecked Sendable {
     private var transfersByID: [UInt64: CurlTransfer] = [:]
     private var waiting = FIFO<PendingTransfer>()
     private var rateLimited: [CurlTransfer] = []
-    private var bucket: TokenBucket?
     private var handlePool: [UnsafeMutableRawPointer] = []
     /// Write buffers of ``CurlTransfer/writeBlockSize`` bytes, reused from transfer to transfer.
     private var bufferPool: [UnsafeMutableRawPointer] = []
     private var logger: Logger
 
-    init(configuration: CurlEngine.Configuration) throws(DownloadError) {
+    /// `idleConnections`: how many connections its cache keeps (the engine's threads share
+    /// ``CurlEngine/Configuration/maxConnections`` between them).
+    init(
+        configuration: CurlEngine.Configuration, budget: RateBudget, metrics: EngineMetrics, idleConnections: Int
+    ) throws(DownloadError) {
         _ = CurlGlobal.initialized
         guard let multi = curl_multi_init() else {
             throw DownloadError(.transport, "libcurl could not create a multi handle")
@@ -81,16 +86,13 @@ final class EngineCore: @unchecked Sendable {
         self.multi = multi
         self.configuration = configuration
         self.logger = configuration.logger
-        self.metrics = EngineMetrics(factory: configuration.metricsFactory ?? MetricsSystem.factory)
+        self.metrics = metrics
+        self.budget = budget
         self.verbose = ProcessInfo.processInfo.environment["TESSERA_CURL_VERBOSE"] == "1"
         self.progressIntervalNanoseconds = UInt64(max(0, configuration.progressInterval.nanoseconds))
-        if let rate = configuration.globalRateLimit, rate > 0 {
-            bucket = TokenBucket(bytesPerSecond: rate)
-            rateLimitSetting.store(rate, ordering: .relaxed)
-        }
         _ = tessera_curl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, max(0, configuration.maxConnections))
         _ = tessera_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, configuration.maxConnectionsPerHost))
-        _ = tessera_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(4, configuration.maxConnections))
+        _ = tessera_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(4, idleConnections))
         _ = tessera_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, configuration.allowsHTTP2 ? Int(CURLPIPE_MULTIPLEX) : 0)
     }
 
@@ -140,9 +142,9 @@ final class EngineCore: @unchecked Sendable {
         curl_multi_wakeup(multi)
     }
 
-    func setRateLimit(_ bytesPerSecond: Int64?) {
-        rateLimitSetting.store(max(0, bytesPerSecond ?? 0), ordering: .relaxed)
-        inbox.withLock { $0.rateLimit = .some(bytesPerSecond) }
+    /// The global limit changed (in ``budget``): transfers paused for it are looked at again.
+    func rateLimitChanged() {
+        inbox.withLock { $0.rateLimitChanged = true }
         curl_multi_wakeup(multi)
     }
 
@@ -178,16 +180,16 @@ final class EngineCore: @unchecked Sendable {
             let work = inbox.withLock { inbox -> Inbox in
                 let taken = Inbox(
                     submissions: inbox.submissions, cancellations: inbox.cancellations,
-                    rateLimit: inbox.rateLimit, shutdown: inbox.shutdown)
+                    rateLimitChanged: inbox.rateLimitChanged, shutdown: inbox.shutdown)
                 inbox.submissions.removeAll(keepingCapacity: true)
                 inbox.cancellations.removeAll(keepingCapacity: true)
-                inbox.rateLimit = .none
+                inbox.rateLimitChanged = false
                 return taken
             }
             if work.shutdown { break }
             // The consumers that this turn's callbacks post to wake once, after the turn.
             let timeout = WakeBatch.deferring { () -> Int32 in
-                if case .some(let rate) = work.rateLimit { applyRateLimit(rate) }
+                if work.rateLimitChanged { releaseRateLimited() }
                 for pending in work.submissions { waiting.append(pending) }
                 for id in work.cancellations { cancelTransfer(id) }
                 startWaiting()
@@ -234,18 +236,16 @@ final class EngineCore: @unchecked Sendable {
     /// Called from a body callback: whether `count` bytes may be taken now under the global
     /// limit and the transfer's own. When not, the transfer is paused until the buckets refill.
     func takeRateTokens(_ count: Int, for transfer: CurlTransfer) -> Bool {
-        guard bucket != nil || transfer.ownBucket != nil else { return true }
+        guard budget.limit != nil || transfer.ownBucket != nil else { return true }
         let now = MonotonicClock.nanoseconds()
-        bucket?.refill(now: now)
         transfer.ownBucket?.refill(now: now)
-        guard bucket?.hasTokens ?? true, transfer.ownBucket?.hasTokens ?? true else {
+        guard budget.take(count, now: now, alsoAllowed: transfer.ownBucket?.hasTokens ?? true) else {
             if !transfer.isPausedForRate {
                 transfer.isPausedForRate = true
                 rateLimited.append(transfer)
             }
             return false
         }
-        bucket?.consume(count)
         transfer.ownBucket?.consume(count)
         return true
     }
@@ -254,17 +254,8 @@ final class EngineCore: @unchecked Sendable {
     /// is lower. Engine thread only.
     func currentRateLimit(for request: TransferRequest) -> Int64? {
         let own = request.rateLimit.flatMap { $0 > 0 ? $0 : nil }
-        guard let global = bucket.map({ Int64($0.rate) }) else { return own }
+        guard let global = budget.limit else { return own }
         return own.map { min($0, global) } ?? global
-    }
-
-    private func applyRateLimit(_ rate: Int64?) {
-        if let rate, rate > 0 {
-            bucket = TokenBucket(bytesPerSecond: rate)
-        } else {
-            bucket = nil
-        }
-        releaseRateLimited()
     }
 
     /// Resumes paused transfers whose buckets have tokens again, round robin: the ones that
@@ -273,14 +264,13 @@ final class EngineCore: @unchecked Sendable {
     private func releaseRateLimited() {
         guard !rateLimited.isEmpty else { return }
         let now = MonotonicClock.nanoseconds()
-        bucket?.refill(now: now)
         let paused = rateLimited
         rateLimited.removeAll(keepingCapacity: true)
         var stillWaiting: [CurlTransfer] = []
         for transfer in paused {
             guard transfer.isPausedForRate, transfers[transfer.easy] === transfer else { continue }
             transfer.ownBucket?.refill(now: now)
-            guard bucket?.hasTokens ?? true, transfer.ownBucket?.hasTokens ?? true else {
+            guard budget.hasTokens(now: now), transfer.ownBucket?.hasTokens ?? true else {
                 stillWaiting.append(transfer)
                 continue
             }
@@ -295,7 +285,7 @@ final class EngineCore: @unchecked Sendable {
     /// Milliseconds until a paused transfer may receive again.
     private var millisecondsUntilRateRelease: Int32 {
         var soonest = UInt64.max
-        let global = bucket?.nanosecondsUntilAvailable ?? 0
+        let global = budget.nanosecondsUntilAvailable
         for transfer in rateLimited {
             soonest = min(soonest, max(global, transfer.ownBucket?.nanosecondsUntilAvailable ?? 0))
         }

@@ -78,7 +78,7 @@ extension TaskRun {
         let job = shared.nextJob()
         let attempt = segmentRequest(index, of: writer, mirror: mirror, job: job, state: first)
         let progress = self.progress
-        return .started(services.engine.start(attempt.request, progress: { update in
+        return .started(services.engine.start(attempt.request, lane: lane, progress: { update in
             progress.update(job: job, bytes: update.bytesTaken)
         }) { [self] result in
             if case .success(let transferred) = result,
@@ -222,7 +222,7 @@ extension TaskRun {
         let progress = self.progress
         let outcome: Result<TransferResult, DownloadError>
         do {
-            outcome = .success(try await services.engine.transfer(attempt.request) { update in
+            outcome = .success(try await services.engine.transfer(attempt.request, lane: lane) { update in
                 progress.update(job: job, bytes: update.bytesTaken)
             })
         } catch let error as DownloadError {
@@ -579,7 +579,7 @@ extension TaskRun {
             let progress = self.progress
             let outcome: Result<TransferResult, DownloadError>
             do {
-                outcome = .success(try await services.engine.transfer(request) { update in
+                outcome = .success(try await services.engine.transfer(request, lane: lane) { update in
                     progress.update(job: job, bytes: update.bytesTaken)
                 })
             } catch let error as DownloadError {
@@ -607,7 +607,7 @@ extension TaskRun {
             return .ended
         case .request(let request, let mirror, let job):
             let progress = self.progress
-            return .started(services.engine.start(request, progress: { update in
+            return .started(services.engine.start(request, lane: lane, progress: { update in
                 progress.update(job: job, bytes: update.bytesTaken)
             }) { [self] outcome in
                 let result = pieceEnded(outcome, pieceID: pieceID, piece: piece, of: writer, mirror: mirror, job: job, retry: retry)

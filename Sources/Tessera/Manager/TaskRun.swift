@@ -190,6 +190,18 @@ final class TaskRun: Sendable {
     /// The run's seed for retry jitter: the configuration's (tests), else a random one, mixed
     /// with the task's identity.
     let baseSeed: UInt64
+    /// The engine thread of the run's transfers (chosen at the first, ``lane``), -1 before.
+    private let engineLane = Atomic<Int>(-1)
+
+    /// The engine thread every transfer of the run goes to: its hooks then never run on two
+    /// threads at once, as with one engine thread. The least busy one when the run asks first.
+    var lane: Int {
+        let current = engineLane.load(ordering: .relaxed)
+        if current >= 0 { return current }
+        let chosen = services.engine.leastBusyLane()
+        let (exchanged, original) = engineLane.compareExchange(expected: -1, desired: chosen, ordering: .relaxed)
+        return exchanged ? chosen : original
+    }
 
     init(
         ticket: RunTicket, id: DownloadTaskID, manager: DownloadTaskManager, start: RunStart, entity: DownloadBaseEntity, mode: DownloadTaskMode,

@@ -60,6 +60,7 @@ import TesseraTesting
 
     @Test func cancellingQueuedTransfersRemovesThemFromTheQueue() async throws {
         var configuration = CurlEngine.Configuration.forTests()
+        configuration.threads = 1  // (one thread's limits and queue)
         configuration.maxActiveTransfers = 1
         let engine = try CurlEngine(configuration: configuration)
         try await withLoopbackOrigin { origin in

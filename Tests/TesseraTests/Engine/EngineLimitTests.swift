@@ -8,6 +8,7 @@ import TesseraTesting
 
     @Test func twoHundredTransfersNeverExceedSixteenConnections() async throws {
         var configuration = CurlEngine.Configuration.forTests()
+        configuration.threads = 1  // (one thread's limits and queue)
         configuration.maxConnections = 16
         configuration.maxConnectionsPerHost = 16
         configuration.maxActiveTransfers = 200
@@ -36,6 +37,7 @@ import TesseraTesting
 
     @Test func thePerHostLimitHolds() async throws {
         var configuration = CurlEngine.Configuration.forTests()
+        configuration.threads = 1  // (one thread's limits and queue)
         configuration.maxConnections = 16
         configuration.maxConnectionsPerHost = 3
         let engine = try CurlEngine(configuration: configuration)
@@ -64,6 +66,7 @@ import TesseraTesting
 
     @Test func withoutReuseNoIdleConnectionStaysOpenAfterItsTransfer() async throws {
         var configuration = CurlEngine.Configuration.forTests()
+        configuration.threads = 1  // (one thread's limits and queue)
         configuration.forbidsConnectionReuse = true
         let engine = try CurlEngine(configuration: configuration)
         try await withLoopbackOrigin { origin in
@@ -77,6 +80,7 @@ import TesseraTesting
 
     @Test func theEngineQueueHoldsWhatLibcurlShouldNotSeeYet() async throws {
         var configuration = CurlEngine.Configuration.forTests()
+        configuration.threads = 1  // (one thread's limits and queue)
         configuration.maxActiveTransfers = 4
         let engine = try CurlEngine(configuration: configuration)
         try await withLoopbackOrigin { origin in

@@ -6,11 +6,15 @@ import TesseraTesting
 /// Rate limits are wall-clock measurements: `make test` runs suites named `…TimingTests` on
 /// their own, after the parallel phase, and one test at a time.
 @Suite(.serialized, .timeLimit(.minutes(2))) struct EngineRateLimitTimingTests {
-    @Test func theGlobalLimitHoldsWithinTenPercentOverFiveSeconds() async throws {
+    /// With two engine threads the transfers are spread over both, and take from one budget.
+    @Test(arguments: [1, 2])
+    func theGlobalLimitHoldsWithinTenPercentOverFiveSeconds(threads: Int) async throws {
         var configuration = CurlEngine.Configuration.forTests()
         let rate: Int64 = 2 << 20
         configuration.globalRateLimit = rate
+        configuration.threads = threads
         let engine = try CurlEngine(configuration: configuration)
+        #expect(engine.threadCount == threads)
         try await withLoopbackOrigin { origin in
             // Four transfers share 2 MiB/s; 10 MiB in all takes 5 s.
             let size: Int64 = (10 << 20) / 4

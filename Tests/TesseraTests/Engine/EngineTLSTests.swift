@@ -14,6 +14,7 @@ struct EngineTLSTests {
         var configuration = CurlEngine.Configuration.forTests()
         configuration.caBundlePath = ca
         configuration.allowsHTTP2 = http2
+        configuration.threads = 1  // (transfers on two threads never share a connection)
         return try CurlEngine(configuration: configuration)
     }
 
