@@ -77,8 +77,9 @@ extension CurlEngine {
         /// transfers on one thread. Each thread applies ``maxConnections``,
         /// ``maxConnectionsPerHost`` and ``maxActiveTransfers`` to its own transfers (a
         /// ``DownloadTaskManager``'s scheduler keeps the totals of its tasks), transfers on two
-        /// threads never share a connection (nor an HTTP/2 one), and each thread keeps its share of
-        /// the idle connections; the ``globalRateLimit`` holds across them. An engine allowed
+        /// threads never share a connection (nor an HTTP/2 one), and each thread keeps its own
+        /// idle connections (so two may hold more than ``maxConnections`` open in all, idle ones
+        /// included); the ``globalRateLimit`` holds across them. An engine allowed
         /// fewer than 8 connections in total or per host runs one thread, whatever this says:
         /// those limits then hold exactly.
         public var threads: Int = 1

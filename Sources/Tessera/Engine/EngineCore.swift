@@ -74,11 +74,7 @@ final class EngineCore: @unchecked Sendable {
     private var bufferPool: [UnsafeMutableRawPointer] = []
     private var logger: Logger
 
-    /// `idleConnections`: how many connections its cache keeps (the engine's threads share
-    /// ``CurlEngine/Configuration/maxConnections`` between them).
-    init(
-        configuration: CurlEngine.Configuration, budget: RateBudget, metrics: EngineMetrics, idleConnections: Int
-    ) throws(DownloadError) {
+    init(configuration: CurlEngine.Configuration, budget: RateBudget, metrics: EngineMetrics) throws(DownloadError) {
         _ = CurlGlobal.initialized
         guard let multi = curl_multi_init() else {
             throw DownloadError(.transport, "libcurl could not create a multi handle")
@@ -92,7 +88,7 @@ final class EngineCore: @unchecked Sendable {
         self.progressIntervalNanoseconds = UInt64(max(0, configuration.progressInterval.nanoseconds))
         _ = tessera_curl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, max(0, configuration.maxConnections))
         _ = tessera_curl_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, max(0, configuration.maxConnectionsPerHost))
-        _ = tessera_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(4, idleConnections))
+        _ = tessera_curl_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, max(4, configuration.maxConnections))
         _ = tessera_curl_multi_setopt_long(multi, CURLMOPT_PIPELINING, configuration.allowsHTTP2 ? Int(CURLPIPE_MULTIPLEX) : 0)
     }
 

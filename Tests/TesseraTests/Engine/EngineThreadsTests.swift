@@ -69,6 +69,32 @@ import TesseraTesting
         await engine.shutdown()
     }
 
+    /// A thread that carries one run's many transfers keeps every connection it opened for the
+    /// next (its cache is as large as one thread's would be): 96 transfers, 16 at a time, over 16
+    /// connections, not one new connection per transfer.
+    @Test func aLaneReusesItsConnections() async throws {
+        var configuration = CurlEngine.Configuration.forTests()
+        configuration.threads = 2
+        configuration.maxConnections = 16
+        configuration.maxConnectionsPerHost = 16
+        let engine = try CurlEngine(configuration: configuration)
+        try await withLoopbackOrigin { origin in
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for index in 0..<96 {
+                    if index >= 16 { try await group.next() }
+                    group.addTask {
+                        let result = try await engine.transfer(
+                            TransferRequest(url: origin.url("/bytes/30000/reuse\(index)"), destination: .discard), lane: 1)
+                        #expect(result.bytesReceived == 30_000)
+                    }
+                }
+                try await group.waitForAll()
+            }
+            #expect(origin.connectionsAccepted <= 16, "\(origin.connectionsAccepted) connections for 96 transfers")
+        }
+        await engine.shutdown()
+    }
+
     /// A new run takes the thread with fewer transfers; transfers without a lane go there too.
     @Test func theLeastBusyThreadTakesTheNextRun() async throws {
         let engine = try Self.engine(threads: 2)

@@ -37,6 +37,9 @@ import TesseraTesting
         var engine = CurlEngine.Configuration.forTests()
         engine.maxConnections = 64
         engine.maxConnectionsPerHost = 64
+        // (One engine thread reuses every idle connection, so the origin's open connections show
+        // the slots in use; a second thread's idle ones would count beside them.)
+        engine.threads = 1
         try await withManager(engine: engine, configure: { $0.maxConcurrentSegments = 4; $0.maxConcurrentTasks = 3 }) { harness in
             let fixtures = (0..<3).map { harness.fixture("seg-\($0)", segments: 8, size: 100_000) }
             for fixture in fixtures {
