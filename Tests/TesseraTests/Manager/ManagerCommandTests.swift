@@ -123,8 +123,10 @@ import TesseraTesting
             try await harness.manager.start(second.entity)
             await harness.waitForState(second.id, .completed)
             try await harness.manager.perform(.remove(second.id, deletingFiles: true))
-            #expect(await harness.eventually { !FileManager.default.fileExists(atPath: harness.outputPath(second.entity, 0)) })
-            #expect(!FileManager.default.fileExists(atPath: harness.outputPath(second.entity, 1)))
+            // (The outputs go one after the other: each is waited for.)
+            for output in 0..<2 {
+                #expect(await harness.eventually { !FileManager.default.fileExists(atPath: harness.outputPath(second.entity, output)) }, "output \(output)")
+            }
         }
     }
 
