@@ -4,8 +4,7 @@ import CoreMetrics
 import Foundation
 
 /// The download engine every entity shares: libcurl multi handles, each driven by a dedicated
-/// thread (one by default; ``Configuration/threads``), with an `async`
-/// API on top.
+/// thread (one by default; ``Configuration/threads``), with an `async` API on top.
 ///
 /// An application makes one and gives it to its ``DownloadTaskManager``; the package's own
 /// layers submit transfers to it (`transfer(_:progress:)`, not public API). The engine reuses connections, multiplexes HTTP/2 streams where the server offers them,
@@ -89,11 +88,11 @@ public final class CurlEngine: Sendable {
     ///
     /// - Parameters:
     ///   - request: what to fetch and where to put it.
+    ///   - lane: the engine thread to run on (see ``leastBusyLane()``); `nil`: the least busy.
     ///   - progress: called on the engine thread at most once per
     ///     ``Configuration/progressInterval`` and once at the end; it must return quickly.
     /// - Throws: ``DownloadError`` only; ``DownloadError/Code/cancelled`` when the calling task
     ///   is cancelled.
-    ///   - lane: the engine thread to run on (see ``leastBusyLane()``); `nil`: the least busy.
     package func transfer(
         _ request: TransferRequest, lane: Int? = nil,
         progress: (@Sendable (TransferProgress) -> Void)? = nil
