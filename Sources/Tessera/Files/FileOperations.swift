@@ -49,12 +49,7 @@ package enum FileOperations {
     /// files stay as they were. (Where the file system cannot refuse a replacement atomically,
     /// the check and the move are two steps.)
     static func moveWithoutReplacing(_ source: String, to destination: String) throws(DownloadError) -> Bool {
-        var result = tessera_rename_noreplace(source, destination)
-        if result == -1, errno == ENOENT, exists(source) {
-            // The destination's directory is missing (the source is there): made, then again.
-            try createParent(of: destination)
-            result = tessera_rename_noreplace(source, destination)
-        }
+        let result = try makingParent(of: destination, from: source) { tessera_rename_noreplace(source, destination) }
         switch result {
         case 0:
             return true
@@ -189,18 +184,25 @@ package enum FileOperations {
     /// when linked, `false` when `destination` exists, `nil` where the file system gives no hard
     /// link there (another device, or links refused): the caller moves the file instead.
     static func linkWithoutReplacing(_ source: String, to destination: String) throws(DownloadError) -> Bool? {
-        var result = link(source, destination)
-        if result != 0, errno == ENOENT, exists(source) {
-            // The destination's directory is missing (the source is there): made, then again.
-            try createParent(of: destination)
-            result = link(source, destination)
-        }
+        let result = try makingParent(of: destination, from: source) { link(source, destination) }
         if result == 0 { return true }
         switch errno {
         case EEXIST: return false
         case EXDEV, EPERM, ENOTSUP, EMLINK, ENOSYS: return nil
         default: throw systemError(errno, "could not link \(source) to \(destination)")
         }
+    }
+
+    /// Runs `operation`, which puts `source`'s file at `destination`; when it fails (-1) because
+    /// the destination's directory is missing (`ENOENT` while the source is there), makes the
+    /// directory and runs it again. Its result, `errno` as it left it.
+    private static func makingParent(
+        of destination: String, from source: String, _ operation: () -> Int32
+    ) throws(DownloadError) -> Int32 {
+        let result = operation()
+        guard result == -1, errno == ENOENT, exists(source) else { return result }
+        try createParent(of: destination)
+        return operation()
     }
 
     /// Whether `first` and `second` are two names of one file.

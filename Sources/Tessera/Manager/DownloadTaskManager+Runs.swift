@@ -168,9 +168,10 @@ extension DownloadTaskManager {
     /// then they go (``startStoreWrite()``).
     func releaseFinishedParts(of task: ManagedTask) {
         guard let manifest = task.manifest else { return }
+        let workName = FileLayout.fileName(for: task.id)
         for (index, output) in manifest.outputs.enumerated() where output.isNamedByResponse && (output.isSelected || task.mode == .cacheOnly) {
             // (Their names in the work directory, where they all are.)
-            finishedParts.append(FileLayout.responseNamedPartName(named: FileLayout.fileName(for: task.id), output: index))
+            finishedParts.append(FileLayout.responseNamedPartName(named: workName, output: index))
         }
     }
 

@@ -21,9 +21,9 @@ extension TaskRun {
     }
 
     /// The manager's first grant (a slot on `host`) to a run that starts without a task: its
-    /// output's first piece starts here (on the manager's actor: one `lstat` of its partial file,
-    /// a look at the cache if there is one, and the request goes to the engine). Where that cannot
-    /// be, the run goes on in its task.
+    /// output's first piece starts here (on the manager's actor: an `lstat` of its partial file
+    /// only when the start found it linked, a look at the cache if there is one, and the request
+    /// goes to the engine). Where that cannot be, the run goes on in its task.
     func startDirectly(host: String) {
         guard let manifest = start.announced, let writers = try? writers(for: manifest, records: [:], restoring: false),
             writers.count == 1, let (_, writer) = writers.first, writer.kind == .single, !writer.isDone(0)
@@ -33,7 +33,7 @@ extension TaskRun {
             // (The task makes its writers again, and reports what stands in the way; the slot
             // waits in its events, as a grant to a task does.)
             events.post(.granted(host: host, count: 1))
-            return execution.continueInTask { [self] in await run() }
+            return handOver()
         }
         let piece = SingleOutputState.Piece(
             start: 0, bound: TransferBound(end: .max), attemptKey: nil, isFirst: true, startedAt: MonotonicClock.nanoseconds())
