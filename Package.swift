@@ -89,6 +89,8 @@ let package = Package(
                 "CTesseraSystem",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "GRDB", package: "GRDB.swift"),
+                // (SQLite's C API, for the store's statements bound value by value: BoundStatement.)
+                .product(name: "GRDBSQLite", package: "GRDB.swift"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
             ]
         ),

@@ -85,7 +85,7 @@ struct CLILiveTests {
             let (process, out, _) = try cli.start(["get", "--json", url])
             // Four segments in the file, as the task's own events say (a fifth may be in flight).
             func recordedSoFar() -> Int {
-                let text = (try? String(contentsOfFile: out, encoding: .utf8)) ?? ""
+                let text = fileText(out)
                 return text.split(separator: "\n").compactMap { line in
                     ((try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]).flatMap { ($0["live"] as? [String: Any])?["segmentsRecorded"] as? Int }
                 }.max() ?? 0

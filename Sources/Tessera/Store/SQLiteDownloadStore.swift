@@ -220,17 +220,18 @@ public final class SQLiteDownloadStore: DownloadStore {
         try await access("record \(changes.count) change(s)") { [pool, writtenRevisions] in
             try await pool.write { db in
                 try writtenRevisions.withLock { written in
+                    var statements = BatchStatements(db)
                     for (change, lastError, manifest) in batch {
                         switch change {
                         case .insert(let task):
-                            try Self.insert(task, lastError: lastError, manifest: manifest, in: db)
+                            try Self.insert(task, lastError: lastError, manifest: manifest, in: &statements)
                             written[task.task.id] = task.task.manifestRevision
                         case .update(let record):
                             // (A task this store has not written yet, one loaded from the file,
                             // most likely has its revision stored: its manifest is not encoded
                             // again unless it must be.)
                             let likelyStored = written[record.id].map { $0 == record.manifestRevision } ?? true
-                            try Self.update(record, lastError: lastError, manifestLikelyStored: likelyStored, in: db, path: path)
+                            try Self.update(record, lastError: lastError, manifestLikelyStored: likelyStored, in: &statements, path: path)
                             written[record.id] = record.manifestRevision
                         case .remove(let id):
                             try db.cachedStatement(sql: "DELETE FROM tasks WHERE entityType = ? AND entityKey = ? AND variantKey = ?")
@@ -244,35 +245,35 @@ public final class SQLiteDownloadStore: DownloadStore {
         }
     }
 
-    private static func insert(_ task: StoredTask, lastError: String?, manifest: String?, in db: Database) throws {
-        let id = task.task.id
-        try db.cachedStatement(
-            sql: """
-                INSERT INTO tasks (
-                    entityType, entityKey, variantKey, sequence, title, aggregationKey, groupType,
-                    destinationDirectory, entityPayload, state, interruptionReason, mode, weight, resolveCount,
-                    lastError, manifest, manifestRevision, addedAt, bytesDone, segmentsDone, bytesTotal)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-                ON CONFLICT (entityType, entityKey, variantKey) DO UPDATE SET
-                    sequence = excluded.sequence, title = excluded.title,
-                    aggregationKey = excluded.aggregationKey, groupType = excluded.groupType,
-                    destinationDirectory = excluded.destinationDirectory, entityPayload = excluded.entityPayload,
-                    state = excluded.state, interruptionReason = excluded.interruptionReason,
-                    mode = excluded.mode, weight = excluded.weight, resolveCount = excluded.resolveCount,
-                    lastError = excluded.lastError, manifest = excluded.manifest,
-                    manifestRevision = excluded.manifestRevision, addedAt = excluded.addedAt,
-                    bytesDone = excluded.bytesDone, segmentsDone = excluded.segmentsDone,
-                    bytesTotal = excluded.bytesTotal
-                """
-        ).execute(
-            arguments: [
-                id.entityType, id.entityKey, id.variantKey, task.task.sequence, task.entity.title,
-                task.entity.aggregationKey, task.entity.groupType, task.entity.destinationDirectory,
-                task.entity.payload, task.task.state.kind.rawValue, interruptionReason(task.task.state),
-                task.task.mode.rawValue, task.task.weight, task.task.resolveCount, lastError, manifest,
-                task.task.manifestRevision, task.task.addedAt.timeIntervalSinceReferenceDate, task.task.bytesDone,
-                task.task.segmentsDone, task.task.bytesTotal,
-            ])
+    private static func insert(_ task: StoredTask, lastError: String?, manifest: String?, in statements: inout BatchStatements) throws {
+        var statement = BoundStatement(try statements.insert())
+        bindKey(task.task.id, to: &statement)
+        statement.bind(task.task.sequence)
+        statement.bind(task.entity.title)
+        statement.bind(task.entity.aggregationKey)
+        statement.bind(task.entity.groupType)
+        statement.bind(task.entity.destinationDirectory)
+        statement.bind(task.entity.payload)
+        bindFields(of: task.task, lastError: lastError, to: &statement)
+        statement.bind(manifest)
+        statement.bind(task.task.manifestRevision)
+        try statement.execute()
+    }
+
+    /// Binds the fields every write of a task's record has, in the order its statements name
+    /// them: state, interruption, mode, weight, resolve count, last error, added, bytes and
+    /// segments done, total.
+    private static func bindFields(of task: TaskRecord, lastError: String?, to statement: inout BoundStatement) {
+        statement.bind(task.state.kind.rawValue)
+        statement.bind(interruptionReason(task.state))
+        statement.bind(task.mode.rawValue)
+        statement.bind(task.weight)
+        statement.bind(task.resolveCount)
+        statement.bind(lastError)
+        statement.bind(task.addedAt.timeIntervalSinceReferenceDate)
+        statement.bind(task.bytesDone)
+        statement.bind(task.segmentsDone)
+        statement.bind(task.bytesTotal)
     }
 
     /// Replaces a known task's record; the manifest is written only when its revision differs
@@ -282,25 +283,35 @@ public final class SQLiteDownloadStore: DownloadStore {
     /// fields are then written alone, on the condition that it is (and with the manifest when it
     /// is not after all); otherwise fields and manifest go at once.
     private static func update(
-        _ task: TaskRecord, lastError: String?, manifestLikelyStored: Bool, in db: Database, path: String
+        _ task: TaskRecord, lastError: String?, manifestLikelyStored: Bool, in statements: inout BatchStatements, path: String
     ) throws {
-        var arguments: StatementArguments = [
-            task.sequence, task.state.kind.rawValue, interruptionReason(task.state), task.mode.rawValue,
-            task.weight, task.resolveCount, lastError, task.addedAt.timeIntervalSinceReferenceDate, task.bytesDone,
-            task.segmentsDone, task.bytesTotal,
-        ]
         if manifestLikelyStored {
             // Most updates keep the stored manifest (its revision is the record's): one
             // statement, nothing read first.
-            try db.cachedStatement(sql: updateKeepingManifest).execute(
-                arguments: arguments + [task.id.entityType, task.id.entityKey, task.id.variantKey, task.manifestRevision])
-            guard db.changesCount == 0 else { return }
+            var statement = BoundStatement(try statements.updateKeepingManifest())
+            statement.bind(task.sequence)
+            bindFields(of: task, lastError: lastError, to: &statement)
+            bindKey(task.id, to: &statement)
+            statement.bind(task.manifestRevision)
+            try statement.execute()
+            guard statements.db.changesCount == 0 else { return }
         }
         // Another revision: the manifest goes with the fields (an unknown task, removed in the
         // meantime, stays unknown).
         let manifest = try encodeManifest(task.manifest, of: task.id, path: path)
-        arguments += [manifest, task.manifestRevision, task.id.entityType, task.id.entityKey, task.id.variantKey]
-        try db.cachedStatement(sql: updateWithManifest).execute(arguments: arguments)
+        var statement = BoundStatement(try statements.updateWithManifest())
+        statement.bind(task.sequence)
+        bindFields(of: task, lastError: lastError, to: &statement)
+        statement.bind(manifest)
+        statement.bind(task.manifestRevision)
+        bindKey(task.id, to: &statement)
+        try statement.execute()
+    }
+
+    private static func bindKey(_ id: DownloadTaskID, to statement: inout BoundStatement) {
+        statement.bind(id.entityType)
+        statement.bind(id.entityKey)
+        statement.bind(id.variantKey)
     }
 
     /// The fields an update writes (the statements are made once: their text is the cache's key).
@@ -312,6 +323,43 @@ public final class SQLiteDownloadStore: DownloadStore {
         "UPDATE tasks SET \(updatedFields) WHERE entityType = ? AND entityKey = ? AND variantKey = ? AND manifestRevision IS ?"
     private static let updateWithManifest =
         "UPDATE tasks SET \(updatedFields), manifest = ?, manifestRevision = ? WHERE entityType = ? AND entityKey = ? AND variantKey = ?"
+    private static let upsert = """
+        INSERT INTO tasks (
+            entityType, entityKey, variantKey, sequence, title, aggregationKey, groupType,
+            destinationDirectory, entityPayload, state, interruptionReason, mode, weight, resolveCount,
+            lastError, addedAt, bytesDone, segmentsDone, bytesTotal, manifest, manifestRevision)
+        VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+        ON CONFLICT (entityType, entityKey, variantKey) DO UPDATE SET
+            sequence = excluded.sequence, title = excluded.title,
+            aggregationKey = excluded.aggregationKey, groupType = excluded.groupType,
+            destinationDirectory = excluded.destinationDirectory, entityPayload = excluded.entityPayload,
+            state = excluded.state, interruptionReason = excluded.interruptionReason,
+            mode = excluded.mode, weight = excluded.weight, resolveCount = excluded.resolveCount,
+            lastError = excluded.lastError, manifest = excluded.manifest,
+            manifestRevision = excluded.manifestRevision, addedAt = excluded.addedAt,
+            bytesDone = excluded.bytesDone, segmentsDone = excluded.segmentsDone,
+            bytesTotal = excluded.bytesTotal
+        """
+
+    /// The statements of one batch, each taken from GRDB's cache at its first use in the batch
+    /// (the cache's key is the statement's text, hashed at every lookup).
+    private struct BatchStatements {
+        let db: Database
+        private var statements: [Statement?] = [nil, nil, nil]
+
+        init(_ db: Database) { self.db = db }
+
+        mutating func insert() throws -> Statement { try statement(0, SQLiteDownloadStore.upsert) }
+        mutating func updateKeepingManifest() throws -> Statement { try statement(1, SQLiteDownloadStore.updateKeepingManifest) }
+        mutating func updateWithManifest() throws -> Statement { try statement(2, SQLiteDownloadStore.updateWithManifest) }
+
+        private mutating func statement(_ index: Int, _ sql: String) throws -> Statement {
+            if let statement = statements[index] { return statement }
+            let statement = try db.cachedStatement(sql: sql)
+            statements[index] = statement
+            return statement
+        }
+    }
 
     // MARK: - Writing
 

@@ -107,6 +107,12 @@ enum JSONText {
     /// (RFC 8259 §7), everything else as it is.
     static func append(_ value: String, to text: inout String) {
         text += "\""
+        // Most values (names, URLs) have nothing to escape: they go in whole.
+        guard value.utf8.contains(where: { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 }) else {
+            text += value
+            text += "\""
+            return
+        }
         var start = value.utf8.startIndex
         let utf8 = value.utf8
         var index = start

@@ -141,6 +141,7 @@ import TesseraTesting
             await next.shutdown()
             let work = harness.root.file(".tessera/work")
             #expect(((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []).filter { $0.hasSuffix(".part") }.isEmpty)
+            frozen.release()
         }
     }
 
@@ -203,22 +204,47 @@ import TesseraTesting
     }
 }
 
-/// A store whose writes stop reaching `inner` once frozen: a write after that never ends, as
-/// one a killed process had started (nothing the manager does after a write happens).
+/// A store whose writes stop reaching `inner` once frozen: a write after that does not end
+/// until the test lets go of the store (``release()``), and then fails, as one a killed process
+/// had started (nothing the manager does after a write happens).
 private final class FreezingStore: DownloadStore {
     let inner: InMemoryDownloadStore
-    private let frozen = Locked(false)
+    private struct State {
+        var frozen = false
+        var released = false
+        var waiting: [CheckedContinuation<Void, Never>] = []
+    }
+    private let state = Locked(State())
 
     init(_ inner: InMemoryDownloadStore) {
         self.inner = inner
     }
 
-    func freeze() { frozen.withLock { $0 = true } }
+    func freeze() { state.withLock { $0.frozen = true } }
+
+    /// Ends the writes that wait (they fail, `inner` never hears of them), and every later one
+    /// at once: a test lets go of what it started (a write left waiting forever holds its
+    /// batch until the process exits, which LeakSanitizer reports).
+    func release() {
+        let waiting = state.withLock { state in
+            state.released = true
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
 
     func loadAll() async throws -> [StoredTask] { try await inner.loadAll() }
 
     func apply(_ changes: [StoreChange]) async throws {
-        if frozen.withLock({ $0 }) { try await Task.sleep(for: .seconds(3600)) }
-        try await inner.apply(changes)
+        guard state.withLock({ $0.frozen }) else { return try await inner.apply(changes) }
+        await withCheckedContinuation { continuation in
+            let now = state.withLock { state in
+                if !state.released { state.waiting.append(continuation) }
+                return state.released
+            }
+            if now { continuation.resume() }
+        }
+        throw CancellationError()
     }
 }

@@ -51,6 +51,13 @@ import Testing
         #expect(text == #""a\"b\\c\u0000\u001f\n\r\t/é😀""#)
         let decoded = try JSONDecoder().decode(String.self, from: Data(text.utf8))
         #expect(decoded == "a\"b\\c\u{0}\u{1f}\n\r\t/é😀")
+        // Values with nothing to escape (most: names, URLs) and with one thing to escape, at
+        // either end, read back as they were.
+        for value in ["", "https://example.com/a b/é😀?x=1&y=%22", "\"", "x\\", "\u{7f}\u{1f}x"] {
+            var text = ""
+            JSONText.append(value, to: &text)
+            #expect(try JSONDecoder().decode(String.self, from: Data(text.utf8)) == value, "\(text)")
+        }
     }
 
     @Test func aDirectEntitysPayloadReadsBack() throws {
