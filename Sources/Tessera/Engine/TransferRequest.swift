@@ -218,8 +218,12 @@ package struct TransferResponse: Sendable {
     package var effectiveURLText: String
     /// The URL the request went to.
     var requestURL: URL
-    /// The URL of the response, after redirects (parsed when asked for).
-    package var effectiveURL: URL { URL(string: effectiveURLText) ?? requestURL }
+    /// The URL of the response, after redirects (parsed when asked for; not redirected, most
+    /// often, it is the request's own URL, not parsed again).
+    package var effectiveURL: URL {
+        if effectiveURLText == requestURL.absoluteString { return requestURL }
+        return URL(string: effectiveURLText) ?? requestURL
+    }
     /// The response's header fields.
     package var headers: HTTPHeaders
     /// The validator of the version being sent.

@@ -64,6 +64,11 @@ enum StoredManifest {
         /// `{"plain":{…}}`, written directly (keys in a fixed order).
         var json: String {
             var text = #"{"plain":{"name":"#
+            // (Room for the whole text at once, escapes aside: no regrowing as it is written.)
+            text.reserveCapacity(
+                96 + name.utf8.count + urls.reduce(0) { $0 + $1.absoluteString.utf8.count + 3 } + (title?.utf8.count ?? 0)
+                    + (source?.absoluteString.utf8.count ?? 0)
+                    + (metadata?.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count + 6 } ?? 0))
             JSONText.append(name, to: &text)
             text += #","named":"#
             text += named ? "true" : "false"
@@ -107,9 +112,11 @@ enum JSONText {
     /// (RFC 8259 §7), everything else as it is.
     static func append(_ value: String, to text: inout String) {
         text += "\""
-        // Most values (names, URLs) have nothing to escape: they go in whole.
-        guard value.utf8.contains(where: { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 }) else {
-            text += value
+        // Most values (names, URLs) have nothing to escape: they go in whole (looked at as one
+        // run of bytes, not byte by byte through the string's view).
+        var whole = value
+        if whole.withUTF8({ bytes in !bytes.contains { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 } }) {
+            text += whole
             text += "\""
             return
         }
