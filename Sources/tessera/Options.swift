@@ -21,9 +21,9 @@ struct InputOptions: ParsableArguments {
     func allInputs() throws -> [String] {
         var all = inputs
         if let inputFile {
-            let text: String
+            let bytes: [UInt8]
             if inputFile == "-" {
-                text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
+                bytes = [UInt8](FileHandle.standardInput.readDataToEndOfFile())
             } else {
                 // The system's own words (No such file or directory, Permission denied, Is a directory).
                 var info = stat()
@@ -32,19 +32,12 @@ struct InputOptions: ParsableArguments {
                     else if info.st_mode & S_IFMT == S_IFDIR { EISDIR }
                     else if access(inputFile, R_OK) != 0 { errno }
                     else { nil }
-                guard problem == nil, let data = FileOperations.contents(inputFile).map({ Data($0) }) else {
+                guard problem == nil, let contents = FileOperations.contents(inputFile) else {
                     throw ValidationError("cannot read the input file \(inputFile): \(String(cString: strerror(problem ?? EIO)))")
                 }
-                text = String(decoding: data, as: UTF8.self)
+                bytes = contents
             }
-            for line in text.split(whereSeparator: \.isNewline) {
-                // Spaces and tabs around a line are not part of it (no Foundation bridging: a
-                // list of 100,000 URLs is read at once).
-                guard let first = line.firstIndex(where: { !$0.isWhitespace }),
-                    let last = line.lastIndex(where: { !$0.isWhitespace }), line[first] != "#"
-                else { continue }
-                all.append(String(line[first...last]))
-            }
+            all += InputList.lines(bytes)
         }
         guard !all.isEmpty else { throw ValidationError("give at least one input (a URL or PLUGIN:KEY), or -i FILE") }
         return all
