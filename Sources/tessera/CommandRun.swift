@@ -246,31 +246,37 @@ struct CommandRun {
             case .taskAdded(let added), .taskStateChanged(let added, _), .taskProgress(let added): info = added
             case .taskRemoved(let id):
                 return state.withLock { state in
-                    state.marks[id, default: []].insert(.seen)
                     state.latest[id] = nil
                     let wasUnsettled = state.unsettled
-                    Self.setSettled(&state, id, true)
+                    Self.setSettled(&state, id, true, seen: true)
                     return state.unsettled == 0 && wasUnsettled > 0
                 }
             default: return false
             }
             return state.withLock { state in
-                state.marks[info.id, default: []].insert(.seen)
                 let wasUnsettled = state.unsettled
-                Self.update(&state, info, keepingSnapshot: keepsSnapshots)
+                Self.update(&state, info, keepingSnapshot: keepsSnapshots, seen: true)
                 return state.unsettled == 0 && wasUnsettled > 0
             }
         }
 
-        private static func update(_ state: inout State, _ info: DownloadTaskInfo, keepingSnapshot: Bool) {
+        private static func update(_ state: inout State, _ info: DownloadTaskInfo, keepingSnapshot: Bool, seen: Bool = false) {
             if keepingSnapshot { state.latest[info.id] = info }
-            setSettled(&state, info.id, isSettled(info.state))
+            setSettled(&state, info.id, isSettled(info.state), seen: seen)
         }
 
-        private static func setSettled(_ state: inout State, _ id: DownloadTaskID, _ settled: Bool) {
-            let changed = settled ? state.marks[id, default: []].insert(.settled).inserted : state.marks[id, default: []].remove(.settled) != nil
-            guard changed, state.marks[id]?.contains(.tracked) == true else { return }
-            state.unsettled += settled ? -1 : 1
+        /// Marks the task settled or not (and seen in an event); its mark is looked up once (a
+        /// task's identity, its URL, is hashed at each lookup, for every event of the run).
+        private static func setSettled(_ state: inout State, _ id: DownloadTaskID, _ settled: Bool, seen: Bool = false) {
+            state.unsettled += change(&state.marks[id, default: []], settled: settled, seen: seen)
+        }
+
+        /// What marking a task settled or not changes in the count of unsettled tracked tasks.
+        private static func change(_ mark: inout Mark, settled: Bool, seen: Bool) -> Int {
+            if seen { mark.insert(.seen) }
+            let changed = settled ? mark.insert(.settled).inserted : mark.remove(.settled) != nil
+            guard changed, mark.contains(.tracked) else { return 0 }
+            return settled ? -1 : 1
         }
 
         /// Whether every tracked task is settled.
