@@ -184,9 +184,58 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
         }
     }
 
+    /// The files that follow one a first resolve fetched the document again for, read on from
+    /// there: the resolves of the files after it take their details from here, within the same
+    /// minute as kept details (``PrefetchedFile``), instead of fetching the document once each.
+    /// A list started more than a minute after its expansion (slow mirrors, thousands of files)
+    /// or restored after a restart fetches and reads the document once per ``window`` files
+    /// (or per minute), not once per file: for 100,000 files the per-file reads were quadratic,
+    /// 19 MB fetched and read up to each file.
+    ///
+    /// The read ahead stops at ``window`` files or at the first fault of the document (a file
+    /// after it fetches the document itself and meets the fault, as before), and one document's
+    /// read replaces the one before it.
+    final class ReadAhead: @unchecked Sendable {
+        static let shared = ReadAhead()
+        /// Files read ahead of the one a document was fetched for.
+        static let window = 8_192
+
+        private let lock = NSLock()
+        private var documents: [URL: (at: ContinuousClock.Instant, files: [String: PrefetchedFile.Kept])] = [:]
+
+        /// The details of `name` read ahead in the document at `url` within the minute, once.
+        func take(_ name: String, of url: URL) -> PrefetchedFile.Kept? {
+            lock.withLock {
+                guard let document = documents[url] else { return nil }
+                guard ContinuousClock.now - document.at < .seconds(60) else {
+                    documents[url] = nil
+                    return nil
+                }
+                return documents[url]?.files.removeValue(forKey: name)
+            }
+        }
+
+        /// Reads on from the end of `name` (just read from `reader`, after the files named
+        /// `before`) and keeps what it reads.
+        func read(after name: String, passing before: Set<String>, in reader: MetalinkStreamReader, of url: URL) {
+            let at = ContinuousClock.now
+            var files: [String: PrefetchedFile.Kept] = [:]
+            var seen = before
+            seen.insert(name)
+            // (A fault of the document ends the read: the files after it are not described.)
+            while files.count < Self.window, let item = try? reader.next() {
+                // The first file of a name is the one downloaded, as in the expansion.
+                guard seen.insert(item.entry.name).inserted else { continue }
+                files[item.entry.name] = PrefetchedFile.Kept(name: item.entry.name, file: item.file, url: reader.url, version: reader.version!)
+            }
+            lock.withLock { documents[url] = files.isEmpty ? nil : (at, files) }
+        }
+    }
+
     /// Describes this entity's file: on the first attempt from the details kept when the
-    /// document was expanded, else from the document fetched again and read as a stream up to
-    /// this file's end (fresh mirrors, signed URLs).
+    /// document was expanded (or read ahead for another file's resolve within the minute,
+    /// ``ReadAhead``), else from the document fetched again and read as a stream up to this
+    /// file's end (fresh mirrors, signed URLs).
     ///
     /// A file name that would leave the destination directory is refused with
     /// ``DownloadError/Code/unsafePath`` before anything is fetched.
@@ -200,15 +249,20 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
                 url: url.absoluteString)
         }
         let file: MetalinkFile, source: URL, version: MetalinkDocument.Version
-        if context.attempt == 1, let kept = prefetched.take(), kept.name == payload.fileName {
+        if context.attempt == 1, let kept = prefetched.take() ?? ReadAhead.shared.take(payload.fileName, of: url),
+            kept.name == payload.fileName
+        {
             file = try kept.file.get()
             (source, version) = (kept.url, kept.version)
         } else {
             // Read as a stream, up to this file's end.
             let reader = try await Self.streamReader(url, context: context)
-            file = try reader.file(named: payload.fileName)
+            // (The names before it: a later file of one of those names is not downloaded.)
+            var before = Set<String>()
+            file = try reader.file(named: payload.fileName, passing: { if context.attempt == 1 { before.insert($0) } })
             // The reader has the version once it has read a file.
             (source, version) = (reader.url, reader.version!)
+            if context.attempt == 1 { ReadAhead.shared.read(after: payload.fileName, passing: before, in: reader, of: url) }
         }
         for note in file.notes + file.skippedMirrors.map({ "mirror skipped: \($0)" }) {
             context.logger.debug("\(note)", metadata: ["metalink": "\(url.absoluteString)"])

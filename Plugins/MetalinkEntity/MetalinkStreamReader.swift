@@ -101,7 +101,15 @@ package final class MetalinkStreamReader {
     /// - Throws: ``DownloadError``: this file's own error, the document's (see ``next()``), or
     ///   ``DownloadError/Code/manifestInvalid`` when no file has that name.
     package func file(named name: String) throws(DownloadError) -> MetalinkFile {
-        while let item = try nextFile(reading: { $0 == name }) {
+        try file(named: name, passing: { _ in })
+    }
+
+    /// As ``file(named:)``; `passing` learns the name of each file passed over before it.
+    package func file(named name: String, passing: (String) -> Void) throws(DownloadError) -> MetalinkFile {
+        while let item = try nextFile(reading: { candidate in
+            if candidate != name { passing(candidate) }
+            return candidate == name
+        }) {
             if item.entry.name == name { return try item.file.get() }
         }
         throw MetalinkDocument.notListedError(name, url: url)

@@ -308,6 +308,40 @@ import Testing
         }
     }
 
+    /// Resolves whose details were not kept (a list restored after a restart, or one that
+    /// starts more than a minute after its expansion) fetch the document once for a window of
+    /// files, not once each: for 100,000 files the per-file reads were quadratic. A file read
+    /// ahead is described as its own read would describe it, the first of a name included.
+    @Test func resolvesWithoutKeptDetailsFetchTheDocumentOnceForManyFiles() async throws {
+        try await withMetalinkHarness { harness in
+            let origin = harness.origin
+            let names = (0..<40).map { "f\($0).bin" }
+            // `dup.bin` twice, before `f10.bin` and after it: the first is the one downloaded.
+            var body = ""
+            for (index, name) in names.enumerated() {
+                if index == 5 { body += #"<file name="dup.bin"><size>1</size><url>/ahead/first-dup</url></file>"# + "\n" }
+                if index == 15 { body += #"<file name="dup.bin"><size>2</size><url>/ahead/second-dup</url></file>"# + "\n" }
+                body += #"<file name="\#(name)"><size>\#(index + 1)</size><url>/ahead/\#(name)</url></file>"# + "\n"
+            }
+            origin.serve("/ahead/set.meta4", .text(meta4(body), contentType: "application/metalink4+xml"))
+            let url = origin.url("/ahead/set.meta4")
+            func resolve(_ name: String, attempt: Int = 1) async throws -> DownloadManifest {
+                try await MetalinkEntity(metalinkURL: url, fileName: name).resolve(in: ResolveContext(engine: harness.engine, attempt: attempt))
+            }
+            // Restored entities, resolved from the tenth file on, in order: one fetch.
+            var manifests: [String: DownloadManifest] = [:]
+            for name in names[10...] { manifests[name] = try await resolve(name) }
+            #expect(origin.requestCount(for: "/ahead/set.meta4") == 1)
+            let dup = try await resolve("dup.bin")
+            #expect(dup.outputs[0].segments[0].urls == [origin.url("/ahead/first-dup")], "the first of the name")
+            // Each as its own read describes it (a retry reads the document for itself).
+            for name in names[10...] {
+                #expect(manifests[name] == (try await resolve(name, attempt: 2)), "\(name)")
+            }
+            #expect(try await resolve("dup.bin", attempt: 2) == dup)
+        }
+    }
+
     /// A retry (a second resolve) fetches the document again and reads only its file.
     @Test func aRetryFetchesTheDocumentAgain() async throws {
         try await withMetalinkHarness { harness in
