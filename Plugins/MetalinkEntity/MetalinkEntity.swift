@@ -228,7 +228,12 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
                 guard seen.insert(item.entry.name).inserted else { continue }
                 files[item.entry.name] = PrefetchedFile.Kept(name: item.entry.name, file: item.file, url: reader.url, version: reader.version!)
             }
-            lock.withLock { documents[url] = files.isEmpty ? nil : (at, files) }
+            lock.withLock {
+                // (Documents older than a minute go too: a daemon keeps nothing for lists it no
+                // longer resolves.)
+                documents = documents.filter { at - $0.value.at < .seconds(60) }
+                documents[url] = files.isEmpty ? nil : (at, files)
+            }
         }
     }
 
