@@ -174,11 +174,15 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
             Self.lock.withLock { value = box }
         }
 
-        /// What was kept, once, if it is younger than a minute.
+        /// How long details read from a fetched document stand for it (then it is fetched again:
+        /// fresh mirrors, signed URLs).
+        static let lifetime: Duration = .seconds(60)
+
+        /// What was kept, once, if it is younger than ``lifetime``.
         func take() -> Kept? {
             Self.lock.withLock {
                 defer { value = nil }
-                guard let value, ContinuousClock.now - value.at < .seconds(60) else { return nil }
+                guard let value, ContinuousClock.now - value.at < Self.lifetime else { return nil }
                 return value.kept
             }
         }
@@ -207,7 +211,7 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
         func take(_ name: String, of url: URL) -> PrefetchedFile.Kept? {
             lock.withLock {
                 guard let document = documents[url] else { return nil }
-                guard ContinuousClock.now - document.at < .seconds(60) else {
+                guard ContinuousClock.now - document.at < PrefetchedFile.lifetime else {
                     documents[url] = nil
                     return nil
                 }
@@ -231,7 +235,7 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
             lock.withLock {
                 // (Documents older than a minute go too: a daemon keeps nothing for lists it no
                 // longer resolves.)
-                documents = documents.filter { at - $0.value.at < .seconds(60) }
+                documents = documents.filter { at - $0.value.at < PrefetchedFile.lifetime }
                 documents[url] = files.isEmpty ? nil : (at, files)
             }
         }
@@ -262,12 +266,14 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
         } else {
             // Read as a stream, up to this file's end.
             let reader = try await Self.streamReader(url, context: context)
-            // (The names before it: a later file of one of those names is not downloaded.)
+            // A first attempt reads ahead for the files after it (a retry reads for itself); the
+            // names before it count there: a later file of one of those names is not downloaded.
+            let readsAhead = context.attempt == 1
             var before = Set<String>()
-            file = try reader.file(named: payload.fileName, passing: { if context.attempt == 1 { before.insert($0) } })
+            file = try reader.file(named: payload.fileName, passing: { if readsAhead { before.insert($0) } })
             // The reader has the version once it has read a file.
             (source, version) = (reader.url, reader.version!)
-            if context.attempt == 1 { ReadAhead.shared.read(after: payload.fileName, passing: before, in: reader, of: url) }
+            if readsAhead { ReadAhead.shared.read(after: payload.fileName, passing: before, in: reader, of: url) }
         }
         for note in file.notes + file.skippedMirrors.map({ "mirror skipped: \($0)" }) {
             context.logger.debug("\(note)", metadata: ["metalink": "\(url.absoluteString)"])

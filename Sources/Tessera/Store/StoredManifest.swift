@@ -64,11 +64,6 @@ enum StoredManifest {
         /// `{"plain":{…}}`, written directly (keys in a fixed order).
         var json: String {
             var text = #"{"plain":{"name":"#
-            // (Room for the whole text at once, escapes aside: no regrowing as it is written.)
-            text.reserveCapacity(
-                96 + name.utf8.count + urls.reduce(0) { $0 + $1.absoluteString.utf8.count + 3 } + (title?.utf8.count ?? 0)
-                    + (source?.absoluteString.utf8.count ?? 0)
-                    + (metadata?.reduce(0) { $0 + $1.key.utf8.count + $1.value.utf8.count + 6 } ?? 0))
             JSONText.append(name, to: &text)
             text += #","named":"#
             text += named ? "true" : "false"
