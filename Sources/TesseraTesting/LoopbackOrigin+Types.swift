@@ -1,4 +1,5 @@
 import Foundation
+import Tessera
 
 extension LoopbackOrigin {
     /// What a path serves.
@@ -73,6 +74,10 @@ extension LoopbackOrigin {
         /// Stop sending for `duration` after this many body bytes (or before the headers when
         /// `afterBytes` is `nil`).
         case stall(Duration, afterBytes: Int64? = 0)
+        /// Stop sending after this many body bytes (or before the headers when `afterBytes` is
+        /// `nil`) until `gate` opens: a window that lasts however long the test takes to act in
+        /// it, on a loaded machine too (a timed ``stall(_:afterBytes:)`` can close first).
+        case hold(Gate, afterBytes: Int64? = 0)
         /// Send the body at no more than this many bytes per second.
         case throttle(bytesPerSecond: Int)
         /// Announce a `Content-Length` off by `delta` bytes; the real bytes follow and the
@@ -86,6 +91,40 @@ extension LoopbackOrigin {
         case ignoreConditions
         /// Send a `Content-Range` starting `by` bytes after the asked-for first byte.
         case shiftContentRange(by: Int64)
+    }
+
+    /// What held responses (``Fault/hold(_:afterBytes:)``) wait for: closed until ``open()``,
+    /// open for ever after (a response that reaches the hold then goes straight on).
+    public final class Gate: Sendable, Hashable {
+        private let state = Locked<(isOpen: Bool, waiters: [@Sendable () -> Void])>((false, []))
+
+        /// A closed gate.
+        public init() {}
+
+        /// Lets every held response go on, and every later one through.
+        public func open() {
+            let waiters = state.withLock { state in
+                state.isOpen = true
+                defer { state.waiters = [] }
+                return state.waiters
+            }
+            for resume in waiters { resume() }
+        }
+
+        /// Whether ``open()`` was called.
+        public var isOpen: Bool { state.withLock { $0.isOpen } }
+
+        /// Runs `resume` once the gate is open (at once when it is).
+        func whenOpen(_ resume: @escaping @Sendable () -> Void) {
+            let now = state.withLock { state in
+                if !state.isOpen { state.waiters.append(resume) }
+                return state.isOpen
+            }
+            if now { resume() }
+        }
+
+        public static func == (lhs: Gate, rhs: Gate) -> Bool { lhs === rhs }
+        public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
     }
 
     /// A request as the origin saw it.

@@ -8,6 +8,12 @@ import NIOHTTP1
 /// What the origin will answer to one request, decided under the state lock and carried out on
 /// the connection's event loop.
 struct ResponsePlan {
+    /// How long an injected stall lasts.
+    enum Pause {
+        case duration(Duration)
+        case gate(LoopbackOrigin.Gate)
+    }
+
     enum Source {
         case generated(OriginContent)
         case data([UInt8])
@@ -20,7 +26,7 @@ struct ResponsePlan {
     var body: Range<Int64> = 0..<0
     var path: String
     var dropAfter: Int64?
-    var stall: (duration: Duration, afterBytes: Int64?)?
+    var stall: (pause: Pause, afterBytes: Int64?)?
     var bytesPerSecond: Int?
     var closeAfter = false
 }
@@ -58,7 +64,8 @@ extension OriginCore {
         for fault in faults {
             switch fault {
             case .dropConnection(let bytes): plan.dropAfter = bytes
-            case .stall(let duration, let after): plan.stall = (duration, after)
+            case .stall(let duration, let after): plan.stall = (.duration(duration), after)
+            case .hold(let gate, let after): plan.stall = (.gate(gate), after)
             case .throttle(let rate): plan.bytesPerSecond = max(1, rate)
             case .wrongContentLength(let delta): lengthDelta = delta
             case .ignoreRange: ignoreRange = true
@@ -258,8 +265,7 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
             self.head = nil
             let plan = core.plan(for: head, connection: connection)
             if let stall = plan.stall, stall.afterBytes == nil {
-                let loop = context.eventLoop.assumeIsolated()
-                loop.scheduleTask(in: .nanoseconds(stall.duration.nanosecondsForNIO)) { [self] in
+                after(stall.pause, context: context) { [self] in
                     guard isActive else { return }
                     begin(plan, context: context)
                 }
@@ -309,7 +315,7 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
             }
             if let stall = plan.stall, let after = stall.afterBytes, !stream.stalled, stream.sent >= after {
                 stream.stalled = true
-                wait(stream, for: stall.duration, context: context)
+                wait(stream, for: stall.pause, context: context)
                 return false
             }
             var chunk = min(Int64(64 * 1024), end - stream.next)
@@ -325,7 +331,7 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
                 let allowed = Int64(Double(rate) * elapsed) - stream.sent
                 if allowed < quantum {
                     let seconds = Double(quantum - allowed) / Double(rate)
-                    wait(stream, for: .nanoseconds(Int64(seconds * 1e9) + 100_000), context: context)
+                    wait(stream, for: .duration(.nanoseconds(Int64(seconds * 1e9) + 100_000)), context: context)
                     return false
                 }
                 chunk = min(chunk, allowed, 16 * 1024)
@@ -369,16 +375,28 @@ final class OriginHandler: ChannelInboundHandler, RemovableChannelHandler {
         return false
     }
 
-    private func wait(_ current: Stream, for duration: Duration, context: ChannelHandlerContext) {
+    private func wait(_ current: Stream, for pause: ResponsePlan.Pause, context: ChannelHandlerContext) {
         var paused = current
         paused.waiting = true
         stream = paused
         context.flush()
-        context.eventLoop.assumeIsolated().scheduleTask(in: .nanoseconds(duration.nanosecondsForNIO)) { [self] in
+        after(pause, context: context) { [self] in
             guard isActive, var resumed = stream else { return }
             resumed.waiting = false
             stream = resumed
             pump(context: context)
+        }
+    }
+
+    /// Runs `body` on the connection's event loop once `pause` is over.
+    private func after(_ pause: ResponsePlan.Pause, context: ChannelHandlerContext, _ body: @escaping () -> Void) {
+        let loop = context.eventLoop
+        switch pause {
+        case .duration(let duration):
+            loop.assumeIsolated().scheduleTask(in: .nanoseconds(duration.nanosecondsForNIO), body)
+        case .gate(let gate):
+            let bound = NIOLoopBound(body, eventLoop: loop)
+            gate.whenOpen { loop.execute { bound.value() } }
         }
     }
 }

@@ -155,6 +155,50 @@ extension OriginTests {
             }
         }
 
+        @Test("hold(_:afterBytes:) stops the body after that many bytes until the gate opens, and lets later responses through")
+        func holdUntilTheGateOpens() async throws {
+            try await withLoopbackOrigin { origin in
+                let path = "/bytes/50000/hold.bin"
+                let gate = LoopbackOrigin.Gate()
+                origin.inject(.hold(gate, afterBytes: 1000), at: path)
+                let connection = try origin.connect()
+                defer { connection.close() }
+                try connection.send("GET", path)
+                #expect(try connection.readHead().status == 200)
+                var body: [UInt8] = []
+                try connection.readBody(limit: 1000) { body.append(contentsOf: $0) }
+                // The first 1000 bytes were flushed after the writing loop stopped at the hold;
+                // without it the same loop would have written on.
+                #expect(origin.bytesServed(for: path) == 1000)
+                #expect(!gate.isOpen)
+                gate.open()
+                #expect(gate.isOpen)
+                try connection.readBody(limit: 49_000) { body.append(contentsOf: $0) }
+                #expect(body == OriginContent(path: path).bytes(0..<50_000))
+                // An open gate holds nothing.
+                #expect(try origin.rawRequest(path).body == OriginContent(path: path).bytes(0..<50_000))
+            }
+        }
+
+        @Test("hold with afterBytes nil holds the response head until the gate opens")
+        func holdHeaders() async throws {
+            try await withLoopbackOrigin { origin in
+                let path = "/bytes/1000/hold-head.bin"
+                let gate = LoopbackOrigin.Gate()
+                origin.inject(.hold(gate, afterBytes: nil), at: path, times: 1)
+                let connection = try origin.connect()
+                defer { connection.close() }
+                try connection.send("GET", path)
+                #expect(await eventually { origin.requestCount(for: path) == 1 })
+                #expect(origin.bytesServed(for: path) == 0)
+                gate.open()
+                #expect(try connection.readHead().status == 200)
+                var body: [UInt8] = []
+                try connection.readBody(limit: 1000) { body.append(contentsOf: $0) }
+                #expect(body == OriginContent(path: path).bytes(0..<1000))
+            }
+        }
+
         @Test("stall with afterBytes nil delays the response head")
         func stallHeaders() async throws {
             try await withLoopbackOrigin { origin in

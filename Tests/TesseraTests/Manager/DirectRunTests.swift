@@ -108,11 +108,13 @@ import TesseraTesting
             // One task the store knows (flushed while its body stalls), one it never heard of.
             let known = DirectEntity(url: harness.origin.url("/bytes/40000/known.bin"))
             let unknown = DirectEntity(url: harness.origin.url("/bytes/30000/unknown.bin"))
-            harness.origin.inject(.stall(.seconds(1), afterBytes: 10_000), at: "/bytes/40000/known.bin")
+            let gate = LoopbackOrigin.Gate()
+            harness.origin.inject(.hold(gate, afterBytes: 10_000), at: "/bytes/40000/known.bin")
             try await killed.start(known)
             await killed.flushStore()
             // From here on nothing reaches the store, as if the process were killed before it did.
             frozen.freeze()
+            gate.open()
             _ = await killed.start(contentsOf: [unknown])
             for entity in [known, unknown] {
                 #expect(await killed.waitForState(entity.taskID, .completed, timeout: .seconds(20))?.state == .completed)
