@@ -199,24 +199,111 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
     /// The read ahead stops at ``window`` files or at the first fault of the document (a file
     /// after it fetches the document itself and meets the fault, as before), and one document's
     /// read replaces the one before it.
+    ///
+    /// One fetch at a time per document: the first resolve that finds nothing kept fetches it
+    /// (``claim(_:of:)`` says ``Claim/fetch(_:)``), and the resolves of other files that come
+    /// while it does wait for its read ahead (``Claim/wait(_:)``) instead of each fetching the
+    /// whole document at once, which under a tight `--limit-rate` shared the limit between as
+    /// many copies of it as there were resolves.
     final class ReadAhead: @unchecked Sendable {
         static let shared = ReadAhead()
         /// Files read ahead of the one a document was fetched for.
         static let window = 8_192
+        /// How many fetches by others a resolve waits for before it fetches the document itself
+        /// (a file before every fetcher's is not read ahead by any of them).
+        static let maxWaits = 2
 
         private let lock = NSLock()
         private var documents: [URL: (at: ContinuousClock.Instant, files: [String: PrefetchedFile.Kept])] = [:]
+        private var flights: [URL: Flight] = [:]
+
+        /// A fetch of a document under way for one resolve. (Guarded by the read-ahead's lock.)
+        final class Flight: @unchecked Sendable {
+            fileprivate var landed = false
+            fileprivate var waiters: [Int: CheckedContinuation<Void, Never>] = [:]
+            /// Waiters cancelled before they were parked: they do not park.
+            fileprivate var cancelled: Set<Int> = []
+            fileprivate var nextWaiter = 0
+        }
+
+        /// What a resolve that has no kept details does.
+        enum Claim {
+            /// The details, read ahead by another resolve.
+            case kept(PrefetchedFile.Kept)
+            /// Fetch the document, read ahead, then ``land(_:of:)`` the flight.
+            case fetch(Flight)
+            /// Another resolve is fetching the document: ``wait(for:)``, then claim again.
+            case wait(Flight)
+        }
+
+        /// The details of `name` if read ahead, else the fetch to make or to wait for.
+        func claim(_ name: String, of url: URL, mayWait: Bool) -> Claim {
+            lock.withLock {
+                if let kept = takeLocked(name, of: url) { return .kept(kept) }
+                if let flight = flights[url] {
+                    if mayWait { return .wait(flight) }
+                    return .fetch(Flight())  // fetched on its own, beside the other
+                }
+                let flight = Flight()
+                flights[url] = flight
+                return .fetch(flight)
+            }
+        }
+
+        /// Ends `flight` (read ahead, failed or cancelled alike): the resolves waiting for it
+        /// go on.
+        func land(_ flight: Flight, of url: URL) {
+            let waiters = lock.withLock { () -> [CheckedContinuation<Void, Never>] in
+                if flights[url] === flight { flights[url] = nil }
+                flight.landed = true
+                defer { flight.waiters = [:] }
+                return Array(flight.waiters.values)
+            }
+            for waiter in waiters { waiter.resume() }
+        }
+
+        /// Returns once `flight` has landed, or at once when the waiting task is cancelled.
+        func wait(for flight: Flight) async {
+            let id = lock.withLock { () -> Int in
+                flight.nextWaiter += 1
+                return flight.nextWaiter
+            }
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let goOn = lock.withLock { () -> Bool in
+                        if flight.landed || flight.cancelled.remove(id) != nil { return true }
+                        flight.waiters[id] = continuation
+                        return false
+                    }
+                    if goOn { continuation.resume() }
+                }
+            } onCancel: {
+                let parked = lock.withLock { () -> CheckedContinuation<Void, Never>? in
+                    if let parked = flight.waiters.removeValue(forKey: id) { return parked }
+                    if !flight.landed { flight.cancelled.insert(id) }
+                    return nil
+                }
+                parked?.resume()
+            }
+        }
+
+        /// Resolves waiting for a fetch of the document at `url` (for tests).
+        func waitingResolves(for url: URL) -> Int {
+            lock.withLock { flights[url]?.waiters.count ?? 0 }
+        }
 
         /// The details of `name` read ahead in the document at `url` within the minute, once.
         func take(_ name: String, of url: URL) -> PrefetchedFile.Kept? {
-            lock.withLock {
-                guard let document = documents[url] else { return nil }
-                guard ContinuousClock.now - document.at < PrefetchedFile.lifetime else {
-                    documents[url] = nil
-                    return nil
-                }
-                return documents[url]?.files.removeValue(forKey: name)
+            lock.withLock { takeLocked(name, of: url) }
+        }
+
+        private func takeLocked(_ name: String, of url: URL) -> PrefetchedFile.Kept? {
+            guard let document = documents[url] else { return nil }
+            guard ContinuousClock.now - document.at < PrefetchedFile.lifetime else {
+                documents[url] = nil
+                return nil
             }
+            return documents[url]?.files.removeValue(forKey: name)
         }
 
         /// Reads on from the end of `name` (just read from `reader`, after the files named
@@ -241,6 +328,32 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
         }
     }
 
+    /// A first attempt's details: kept at the expansion, or read ahead by another resolve
+    /// (waiting for a fetch of the document under way, at most ``ReadAhead/maxWaits`` times);
+    /// else the fetch this resolve makes, the others waiting for it.
+    private func firstAttemptDetails(of url: URL) async -> (kept: PrefetchedFile.Kept?, flight: ReadAhead.Flight?) {
+        if let kept = prefetched.take() { return kept.name == payload.fileName ? (kept, nil) : (nil, nil) }
+        var waits = 0
+        while true {
+            switch ReadAhead.shared.claim(payload.fileName, of: url, mayWait: waits < ReadAhead.maxWaits) {
+            case .kept(let kept):
+                return kept.name == payload.fileName ? (kept, nil) : (nil, nil)
+            case .fetch(let flight):
+                return (nil, flight)
+            case .wait(let flight):
+                waits += 1
+                await ReadAhead.shared.wait(for: flight)
+                // (A cancelled resolve fetches nothing: its fetch fails at once.)
+                if Task.isCancelled { return (nil, nil) }
+            }
+        }
+    }
+
+    /// Resolves of files of the Metalink at `url` waiting for another's fetch of it (for tests).
+    package static func resolvesWaitingForFetch(of url: URL) -> Int {
+        ReadAhead.shared.waitingResolves(for: url)
+    }
+
     /// Describes this entity's file: on the first attempt from the details kept when the
     /// document was expanded (or read ahead for another file's resolve within the minute,
     /// ``ReadAhead``), else from the document fetched again and read as a stream up to this
@@ -258,13 +371,14 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
                 url: url.absoluteString)
         }
         let file: MetalinkFile, source: URL, version: MetalinkDocument.Version
-        if context.attempt == 1, let kept = prefetched.take() ?? ReadAhead.shared.take(payload.fileName, of: url),
-            kept.name == payload.fileName
-        {
+        let (kept, flight) = context.attempt == 1 ? await firstAttemptDetails(of: url) : (nil, nil)
+        if let kept {
             file = try kept.file.get()
             (source, version) = (kept.url, kept.version)
         } else {
-            // Read as a stream, up to this file's end.
+            // Read as a stream, up to this file's end (a first attempt as the fetch of the
+            // document the others wait for).
+            defer { if let flight { ReadAhead.shared.land(flight, of: url) } }
             let reader = try await Self.streamReader(url, context: context)
             // A first attempt reads ahead for the files after it (a retry reads for itself); the
             // names before it count there: a later file of one of those names is not downloaded.

@@ -342,6 +342,44 @@ import Testing
         }
     }
 
+    /// Resolves that find nothing kept at the same time fetch the document once: the first
+    /// fetches it, the others wait for its read ahead (under a tight `--limit-rate` each fetching
+    /// the whole document shared the limit between as many copies as there were resolves). A
+    /// waiting resolve that is cancelled stops waiting at once.
+    @Test func concurrentResolvesWithoutKeptDetailsShareOneFetch() async throws {
+        try await withMetalinkHarness { harness in
+            let origin = harness.origin
+            let names = (0..<12).map { "c\($0).bin" }
+            let body = names.enumerated().map { index, name in
+                #"<file name="\#(name)"><size>\#(index + 1)</size><url>/together/\#(name)</url></file>"#
+            }.joined(separator: "\n")
+            origin.serve("/together/set.meta4", .text(meta4(body), contentType: "application/metalink4+xml"))
+            let url = origin.url("/together/set.meta4")
+            // The first fetch is held until every other resolve waits for it.
+            let gate = LoopbackOrigin.Gate()
+            origin.inject(.hold(gate, afterBytes: nil), at: "/together/set.meta4", times: 1)
+            let engine = harness.engine
+            func resolve(_ name: String) async throws -> DownloadManifest {
+                try await MetalinkEntity(metalinkURL: url, fileName: name).resolve(in: ResolveContext(engine: engine))
+            }
+            let first = Task { try await resolve(names[0]) }
+            #expect(await eventually { origin.requestCount(for: "/together/set.meta4") == 1 })
+            let others = names.dropFirst().map { name in Task { try await resolve(name) } }
+            let cancelled = Task { try await resolve(names[5]) }
+            #expect(await eventually { MetalinkEntity.resolvesWaitingForFetch(of: url) == others.count + 1 })
+            cancelled.cancel()
+            await #expect(throws: (any Error).self) { try await cancelled.value }
+            #expect(MetalinkEntity.resolvesWaitingForFetch(of: url) == others.count)
+            gate.open()
+            var manifests = [try await first.value]
+            for other in others { manifests.append(try await other.value) }
+            #expect(origin.requestCount(for: "/together/set.meta4") == 1, "one fetch for them all")
+            for (index, manifest) in manifests.enumerated() {
+                #expect(manifest.outputs[0].segments[0].urls == [origin.url("/together/\(names[index])")])
+            }
+        }
+    }
+
     /// A retry (a second resolve) fetches the document again and reads only its file.
     @Test func aRetryFetchesTheDocumentAgain() async throws {
         try await withMetalinkHarness { harness in
