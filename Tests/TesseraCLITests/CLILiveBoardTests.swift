@@ -106,6 +106,32 @@ import TesseraTesting
         }
     }
 
+    /// A file that fails is told once above the board, by its name (then once in the summary),
+    /// not a second time by its task's identity.
+    @Test(.enabled(if: hasTmux)) func aFailedFileIsToldOnceAboveTheBoardByItsName() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        let tmux = Tmux()
+        defer { tmux.kill() }
+        try await withLoopbackOrigin { origin in
+            let arguments = ["get", origin.url("/bytes/1000/good.bin").absoluteString, origin.url("/missing.bin").absoluteString]
+            let command = ([CLI.executable.path] + cli.standard(arguments))
+                .map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
+            try tmux.startSession(["-s", "board", "-x", "120", "-y", "30", "env TERM=xterm-256color \(command); echo EXIT $?; sleep 60"])
+            var lines: [String] = []
+            let ended = await eventually(within: .seconds(30)) {
+                lines = (try? tmux.capture()) ?? []
+                return lines.contains { $0.hasPrefix("EXIT") }
+            }
+            #expect(ended, "\(lines)")
+            #expect(lines.contains("EXIT 1"), "\(lines)")
+            let told = lines.filter { $0.contains("404") }
+            #expect(told.count == 2, "once as it fails, once in the summary: \(lines)")
+            #expect(told.first?.hasPrefix("✗ missing.bin") == true, "\(lines)")
+            #expect(!lines.contains { $0.contains("direct:") }, "\(lines)")
+        }
+    }
+
     @Test(.enabled(if: hasTmux)) func aRecordingShowsWhatItRecordedHowFarBehindAndItsGaps() async throws {
         let cli = CLI()
         defer { cli.cleanUp() }

@@ -19,6 +19,9 @@ final class Display: Sendable {
         var drawnWidth = 0
         var finished: Set<DownloadTaskID> = []
         var finishedGroups: Set<String> = []
+        /// Errors a run ended with, held until the task's next state: its line when it ends
+        /// there (failed, invalid), a line of their own when it goes on (waiting to retry).
+        var endingErrors: [DownloadTaskID: DownloadError] = [:]
     }
 
     init(json: Bool, quiet: Bool) {
@@ -40,8 +43,13 @@ final class Display: Sendable {
         case .lines:
             if let line = Self.line(for: event) { write(line) }
         case .live:
-            if case .taskStateChanged(let info, _) = event, info.state.isFinal {
-                permanent(Self.finishedLine(info))
+            if case .taskStateChanged(let info, _) = event {
+                let ending = state.withLock { $0.endingErrors.removeValue(forKey: info.id) }
+                if info.state.isFinal {
+                    permanent(Self.finishedLine(info))
+                } else if let ending {
+                    permanent("✗ \(info.title): \(ending.message)")
+                }
             } else if case .groupUpdated(let group) = event, group.state == .completed || group.state == .failed {
                 let first = state.withLock { $0.finishedGroups.insert(group.key).inserted }
                 if first {
@@ -51,7 +59,8 @@ final class Display: Sendable {
             } else if case .notice(let notice) = event {
                 permanent("! \(notice.message)")
             } else if case .taskError(let id, let error, let willRetry) = event, !willRetry {
-                permanent("✗ \(id): \(error.message)")
+                // (The task's state changes next: its final line tells the error, once.)
+                state.withLock { $0.endingErrors[id] = error }
             }
         case .quiet:
             if case .taskError(let id, let error, false) = event { standardError("tessera: \(id): \(error.message)") }
