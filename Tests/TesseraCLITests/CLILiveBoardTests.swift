@@ -42,6 +42,14 @@ import TesseraTesting
         }
 
         func kill() { _ = try? run(["kill-server"]) }
+
+        /// Starts `tessera ARGUMENTS` (with `cli`'s standard options) in the session "board", 120
+        /// columns by 30 lines, as a terminal of its own; its exit status is printed as `EXIT N`.
+        func startTessera(_ cli: CLI, _ arguments: [String]) throws {
+            let command = ([CLI.executable.path] + cli.standard(arguments))
+                .map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
+            try startSession(["-s", "board", "-x", "120", "-y", "30", "env TERM=xterm-256color \(command); echo EXIT $?; sleep 60"])
+        }
     }
 
     static var hasTmux: Bool {
@@ -67,9 +75,7 @@ import TesseraTesting
             let short = "/bytes/4000000/short.bin"
             origin.inject(.throttle(bytesPerSecond: 250_000), at: long)
             origin.inject(.throttle(bytesPerSecond: 250_000), at: short)
-            let command = ([CLI.executable.path] + cli.standard(["get", origin.url(long).absoluteString, origin.url(short).absoluteString]))
-                .map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
-            try tmux.startSession(["-s", "board", "-x", "120", "-y", "30", "env TERM=xterm-256color \(command); sleep 60"])
+            try tmux.startTessera(cli, ["get", origin.url(long).absoluteString, origin.url(short).absoluteString])
 
             // At 120 columns: one row per file, the footer, nothing wider than the terminal.
             var lines: [String] = []
@@ -115,9 +121,7 @@ import TesseraTesting
         defer { tmux.kill() }
         try await withLoopbackOrigin { origin in
             let arguments = ["get", origin.url("/bytes/1000/good.bin").absoluteString, origin.url("/missing.bin").absoluteString]
-            let command = ([CLI.executable.path] + cli.standard(arguments))
-                .map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
-            try tmux.startSession(["-s", "board", "-x", "120", "-y", "30", "env TERM=xterm-256color \(command); echo EXIT $?; sleep 60"])
+            try tmux.startTessera(cli, arguments)
             var lines: [String] = []
             let ended = await eventually(within: .seconds(30)) {
                 lines = (try? tmux.capture()) ?? []
@@ -144,9 +148,7 @@ import TesseraTesting
             options.ends = false
             let stream = LiveStreamFixture(LiveMedia.generated(segments: 120, bytesPerSegment: 50_000, segmentDuration: 1), options: options)
             let url = stream.install(on: origin, at: "/tv/")
-            let command = ([CLI.executable.path] + cli.standard(["get", url.absoluteString]))
-                .map { "'" + $0.replacingOccurrences(of: "'", with: "'\\''") + "'" }.joined(separator: " ")
-            try tmux.startSession(["-s", "board", "-x", "120", "-y", "30", "env TERM=xterm-256color \(command); sleep 60"])
+            try tmux.startTessera(cli, ["get", url.absoluteString])
             var lines: [String] = []
             #expect(await eventually(within: .seconds(30)) {
                 lines = (try? tmux.capture()) ?? []
