@@ -7,7 +7,10 @@ enum TypeNames {
     static func name(of type: AnyClass) -> String {
         let key = ObjectIdentifier(type)
         if let name = names.withLock({ $0[key] }) { return name }
-        let name = String(describing: type)
+        // (What `String(describing:)` prints for a type, without its way through `print`, which
+        // casts the type to the printing protocols: a search of every conformance of the binary
+        // at startup.)
+        let name = _typeName(type, qualified: false)
         names.withLock { $0[key] = name }
         return name
     }

@@ -83,9 +83,17 @@ public struct HTTPHeaders: Hashable, Sendable, Codable, Sequence, ExpressibleByD
 }
 
 extension String {
+    /// Whether the two are equal but for the case of ASCII letters (as header names compare).
     func caseInsensitiveEquals(_ other: String) -> Bool {
         let lhs = utf8, rhs = other.utf8
         guard lhs.count == rhs.count else { return false }
+        // (Byte by byte in the strings' storage: a lookup compares a name with each field's.)
+        let compared = lhs.withContiguousStorageIfAvailable { left in
+            rhs.withContiguousStorageIfAvailable { right in
+                left.indices.allSatisfy { left[$0] == right[$0] || left[$0].asciiLowercased == right[$0].asciiLowercased }
+            }
+        }
+        if let compared, let compared { return compared }
         return zip(lhs, rhs).allSatisfy { $0.asciiLowercased == $1.asciiLowercased }
     }
 }

@@ -197,9 +197,12 @@ public final class SQLiteDownloadStore: DownloadStore {
     public func apply(_ changes: [StoreChange]) async throws(DownloadError) {
         guard !changes.isEmpty else { return }
         let path = self.path
-        var encoded: [(StoreChange, lastError: String?, manifest: String?)] = []
-        for change in changes {
-            switch change {
+        // What each change writes as JSON, encoded before the transaction, beside the changes
+        // (which are read in place: copying a task's record is a retain for each of its fields).
+        var encodedTexts: [(lastError: String?, manifest: String?)] = []
+        encodedTexts.reserveCapacity(changes.count)
+        for index in changes.indices {
+            switch changes[index] {
             case .insert(let task):
                 guard task.entity.taskID == task.task.id else {
                     throw DownloadError(
@@ -207,31 +210,32 @@ public final class SQLiteDownloadStore: DownloadStore {
                         "The task \(task.task.id) cannot be stored in \(path): its entity is \(task.entity.taskID); "
                             + "a task's identity must be its entity's (this is a bug in the caller).")
                 }
-                encoded.append((
-                    change, try encodeJSON(task.task.lastError, what: "the last error of task \(task.task.id)"),
+                encodedTexts.append((
+                    try encodeJSON(task.task.lastError, what: "the last error of task \(task.task.id)"),
                     try Self.encodeManifest(task.task.manifest, of: task.task.id, path: path)))
             case .update(let record):
-                encoded.append((change, try encodeJSON(record.lastError, what: "the last error of task \(record.id)"), nil))
+                encodedTexts.append((try encodeJSON(record.lastError, what: "the last error of task \(record.id)"), nil))
             case .remove:
-                encoded.append((change, nil, nil))
+                encodedTexts.append((nil, nil))
             }
         }
-        let batch = encoded
+        let texts = encodedTexts
         try await access("record \(changes.count) change(s)") { [pool, writtenRevisions] in
             try await pool.write { db in
                 try writtenRevisions.withLock { written in
                     var statements = BatchStatements(db)
-                    for (change, lastError, manifest) in batch {
-                        switch change {
+                    for index in changes.indices {
+                        switch changes[index] {
                         case .insert(let task):
-                            try Self.insert(task, lastError: lastError, manifest: manifest, in: &statements)
+                            try Self.insert(task, lastError: texts[index].lastError, manifest: texts[index].manifest, in: &statements)
                             written[task.task.id] = task.task.manifestRevision
                         case .update(let record):
                             // (A task this store has not written yet, one loaded from the file,
                             // most likely has its revision stored: its manifest is not encoded
                             // again unless it must be.)
                             let likelyStored = written[record.id].map { $0 == record.manifestRevision } ?? true
-                            try Self.update(record, lastError: lastError, manifestLikelyStored: likelyStored, in: &statements, path: path)
+                            try Self.update(
+                                record, lastError: texts[index].lastError, manifestLikelyStored: likelyStored, in: &statements, path: path)
                             written[record.id] = record.manifestRevision
                         case .remove(let id):
                             try db.cachedStatement(sql: "DELETE FROM tasks WHERE entityType = ? AND entityKey = ? AND variantKey = ?")

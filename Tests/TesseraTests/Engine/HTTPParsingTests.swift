@@ -123,6 +123,22 @@ import Testing
         #expect(headers.values(for: "x-thing") == ["3"])
     }
 
+    @Test func namesCompareWithoutCaseInTheirBytes() {
+        #expect("Content-Length".caseInsensitiveEquals("content-LENGTH"))
+        #expect("ETag".caseInsensitiveEquals("etag"))
+        #expect(!"ETag".caseInsensitiveEquals("ETah"))
+        #expect(!"ETag".caseInsensitiveEquals("ETags"))
+        let long = "X-A-Rather-Long-Header-Name-Of-Thirty-Nine"
+        #expect(long.caseInsensitiveEquals(long.uppercased()))
+        #expect(!long.caseInsensitiveEquals(long.uppercased() + "!"))
+        // Only ASCII letters fold: `[` (0x5B) is not `{` (0x7B), and other scripts compare as they are.
+        #expect(!"a[".caseInsensitiveEquals("a{"))
+        #expect(!"Größe".caseInsensitiveEquals("GRÖSSE"))
+        #expect("Größe".caseInsensitiveEquals("GRößE"))
+        #expect(String(Substring("x-Thing")).caseInsensitiveEquals("X-THING"))
+        #expect("".caseInsensitiveEquals(""))
+    }
+
     @Test func headerInjectionIsRefused() throws {
         let url = try #require(URLFor("http://127.0.0.1/x"))
         for (name, value) in [("X-A", "1\r\nEvil: yes"), ("X A", "1"), ("", "1"), ("X-B", "a\u{0}b")] {

@@ -43,7 +43,23 @@ final class RegistryTestMPDEntity: DownloadBaseEntity, @unchecked Sendable {
 
 struct RegistryTestPlainError: Error {}
 
+/// Groups that do not name their type (``DownloadTaskGroup/groupType`` by default).
+enum RegistryTestUnnamed {
+    final class Group: DownloadTaskGroup, @unchecked Sendable {}
+    final class Generic<Value>: DownloadTaskGroup, @unchecked Sendable {}
+}
+
 @Suite struct EntityRegistryTests {
+    /// A type that does not name itself is named as `String(describing:)` names its class: the
+    /// names are in stored task identities, so they never change.
+    @Test func unnamedTypesAreNamedAsTheirClassesPrint() {
+        #expect(RegistryTestUnnamed.Group.groupType == "Group")
+        #expect(RegistryTestUnnamed.Generic<[Int?]>.groupType == "Generic<Array<Optional<Int>>>")
+        for type in [RegistryTestUnnamed.Group.self, RegistryTestUnnamed.Generic<String>.self] as [DownloadTaskGroup.Type] {
+            #expect(type.groupType == String(describing: type))
+        }
+    }
+
     // MARK: Builtins
 
     @Test(arguments: ["http://example.com/a.bin", "https://example.com/dir/file.iso?x=1", "HTTPS://EXAMPLE.COM/A"])
@@ -415,6 +431,22 @@ struct RegistryTestPlainError: Error {}
         #expect(coded == id)
     }
 
+    /// The identity hashes its parts once; a part changed afterwards hashes it again, so that a
+    /// changed identity is found as the one made with the same parts, and its JSON is the parts.
+    @Test func aChangedPartHashesTheIdentityAgain() throws {
+        var id = DownloadTaskID(entityType: "direct", entityKey: "https://x/a")
+        let table = [DownloadTaskID(entityType: "hls", entityKey: "https://x/b", variantKey: "720p"): 1]
+        #expect(table[id] == nil)
+        id.entityType = "hls"
+        id.entityKey = "https://x/b"
+        id.variantKey = "720p"
+        #expect(table[id] == 1)
+        #expect(Set([id, DownloadTaskID("hls:https://x/b#720p")!]).count == 1)
+        let json = try #require(String(data: JSONEncoder.sortedKeys.encode(id), encoding: .utf8))
+        #expect(json == #"{"entityKey":"https:\/\/x\/b","entityType":"hls","variantKey":"720p"}"#)
+        #expect(DownloadTaskID(entityType: "a", entityKey: "b") != DownloadTaskID(entityType: "a", entityKey: "b", variantKey: "c"))
+    }
+
     @Test func parsing() {
         #expect(DownloadTaskID("direct:https://x/a") == DownloadTaskID(entityType: "direct", entityKey: "https://x/a"))
         #expect(DownloadTaskID("t:k#a#b") == DownloadTaskID(entityType: "t", entityKey: "k#a", variantKey: "b"))
@@ -441,5 +473,13 @@ struct RegistryTestPlainError: Error {}
             DownloadTaskID(entityType: "a", entityKey: "1", variantKey: "z"), DownloadTaskID(entityType: "a", entityKey: "1"),
         ]
         #expect(ids.sorted().map(\.description) == ["a:1", "a:1#z", "a:2", "b:1"])
+    }
+}
+
+private extension JSONEncoder {
+    static var sortedKeys: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        return encoder
     }
 }
