@@ -123,7 +123,9 @@ extension LoopbackOrigin {
             if now { resume() }
         }
 
+        /// The same gate (identity, not state).
         public static func == (lhs: Gate, rhs: Gate) -> Bool { lhs === rhs }
+        /// Hashes the gate's identity.
         public func hash(into hasher: inout Hasher) { hasher.combine(ObjectIdentifier(self)) }
     }
 
