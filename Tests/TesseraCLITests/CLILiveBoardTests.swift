@@ -43,6 +43,17 @@ import TesseraTesting
 
         func kill() { _ = try? run(["kill-server"]) }
 
+        /// Reads the pane until `condition` holds of its lines (or `timeout` passes): whether it
+        /// did, and the lines read last.
+        func pane(within timeout: Duration, until condition: ([String]) -> Bool) async -> (met: Bool, lines: [String]) {
+            var lines: [String] = []
+            let met = await eventually(within: timeout) {
+                lines = (try? capture()) ?? []
+                return condition(lines)
+            }
+            return (met, lines)
+        }
+
         /// Starts `tessera ARGUMENTS` (with `cli`'s standard options) in the session "board", 120
         /// columns by 30 lines, as a terminal of its own; its exit status is printed as `EXIT N`.
         /// (Without LeakSanitizer, as every program a test starts: see `childEnvironment`.)
@@ -82,10 +93,8 @@ import TesseraTesting
             try tmux.startTessera(cli, ["get", origin.url(long).absoluteString, origin.url(short).absoluteString])
 
             // At 120 columns: one row per file, the footer, nothing wider than the terminal.
-            var lines: [String] = []
-            let drawn = await eventually(within: .seconds(30)) {
-                lines = (try? tmux.capture()) ?? []
-                return lines.contains { $0.contains("ETA") && $0.contains("short.bin") } && lines.contains { $0.contains("done") }
+            var (drawn, lines) = await tmux.pane(within: .seconds(30)) { lines in
+                lines.contains { $0.contains("ETA") && $0.contains("short.bin") } && lines.contains { $0.contains("done") }
             }
             #expect(drawn, "\(lines)")
             #expect(lines.allSatisfy { Self.columns($0) < 120 }, "\(lines)")
@@ -95,8 +104,8 @@ import TesseraTesting
             // At 60 columns: the board is redrawn at the new width, once (no pile of old boards),
             // the long name shortened in its middle, and every line still one row.
             try tmux.run(["resize-window", "-t", "board", "-x", "60", "-y", "30"])
-            let narrowed = await eventually(within: .seconds(10)) {
-                lines = (try? tmux.capture()) ?? []
+            let narrowed: Bool
+            (narrowed, lines) = await tmux.pane(within: .seconds(10)) { lines in
                 let rows = lines.filter { $0.contains("short.bin") || $0.contains("…") || $0.contains("done") }
                 return !rows.isEmpty && rows.allSatisfy { Self.columns($0) < 60 }
             }
@@ -126,11 +135,7 @@ import TesseraTesting
         try await withLoopbackOrigin { origin in
             let arguments = ["get", origin.url("/bytes/1000/good.bin").absoluteString, origin.url("/missing.bin").absoluteString]
             try tmux.startTessera(cli, arguments)
-            var lines: [String] = []
-            let ended = await eventually(within: .seconds(30)) {
-                lines = (try? tmux.capture()) ?? []
-                return lines.contains { $0.hasPrefix("EXIT") }
-            }
+            let (ended, lines) = await tmux.pane(within: .seconds(30)) { $0.contains { $0.hasPrefix("EXIT") } }
             #expect(ended, "\(lines)")
             #expect(lines.contains("EXIT 1"), "\(lines)")
             let told = lines.filter { $0.contains("404") }
@@ -153,17 +158,17 @@ import TesseraTesting
             let stream = LiveStreamFixture(LiveMedia.generated(segments: 120, bytesPerSegment: 50_000, segmentDuration: 1), options: options)
             let url = stream.install(on: origin, at: "/tv/")
             try tmux.startTessera(cli, ["get", url.absoluteString])
-            var lines: [String] = []
-            #expect(await eventually(within: .seconds(30)) {
-                lines = (try? tmux.capture()) ?? []
-                return lines.contains { $0.contains("● REC") && $0.contains(" rec") && $0.contains("behind") && $0.contains("muxed") }
-            }, "\(lines)")
+            var (recording, lines) = await tmux.pane(within: .seconds(30)) { lines in
+                lines.contains { $0.contains("● REC") && $0.contains(" rec") && $0.contains("behind") && $0.contains("muxed") }
+            }
+            #expect(recording, "\(lines)")
             // The playlist stays away for five seconds: what left the window meanwhile is a gap.
             origin.inject(.stall(.seconds(5), afterBytes: nil), at: "/tv/muxed.m3u8", times: 1)
-            #expect(await eventually(within: .seconds(30)) {
-                lines = (try? tmux.capture()) ?? []
-                return lines.contains { $0.contains("● REC") && $0.contains("1 gap,") && $0.contains("lost]") }
-            }, "\(lines)")
+            let gapped: Bool
+            (gapped, lines) = await tmux.pane(within: .seconds(30)) { lines in
+                lines.contains { $0.contains("● REC") && $0.contains("1 gap,") && $0.contains("lost]") }
+            }
+            #expect(gapped, "\(lines)")
             #expect(lines.allSatisfy { Self.columns($0) < 120 }, "\(lines)")
             #expect(!lines.contains { $0.contains("%") }, "a recording has no percent: \(lines)")
             print(lines.joined(separator: "\n"))
