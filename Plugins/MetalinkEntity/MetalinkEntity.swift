@@ -237,13 +237,10 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
         }
 
         /// The details of `name` if read ahead, else the fetch to make or to wait for.
-        func claim(_ name: String, of url: URL, mayWait: Bool) -> Claim {
+        func claim(_ name: String, of url: URL) -> Claim {
             lock.withLock {
-                if let kept = takeLocked(name, of: url) { return .kept(kept) }
-                if let flight = flights[url] {
-                    if mayWait { return .wait(flight) }
-                    return .fetch(Flight())  // fetched on its own, beside the other
-                }
+                if let kept = take(name, of: url) { return .kept(kept) }
+                if let flight = flights[url] { return .wait(flight) }
                 let flight = Flight()
                 flights[url] = flight
                 return .fetch(flight)
@@ -292,12 +289,9 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
             lock.withLock { flights[url]?.waiters.count ?? 0 }
         }
 
-        /// The details of `name` read ahead in the document at `url` within the minute, once.
-        func take(_ name: String, of url: URL) -> PrefetchedFile.Kept? {
-            lock.withLock { takeLocked(name, of: url) }
-        }
-
-        private func takeLocked(_ name: String, of url: URL) -> PrefetchedFile.Kept? {
+        /// The details of `name` read ahead in the document at `url` within the minute, once
+        /// (under the lock).
+        private func take(_ name: String, of url: URL) -> PrefetchedFile.Kept? {
             guard let document = documents[url] else { return nil }
             guard ContinuousClock.now - document.at < PrefetchedFile.lifetime else {
                 documents[url] = nil
@@ -335,12 +329,14 @@ public final class MetalinkEntity: PayloadEntity<MetalinkEntityPayload>, Downloa
         if let kept = prefetched.take() { return kept.name == payload.fileName ? (kept, nil) : (nil, nil) }
         var waits = 0
         while true {
-            switch ReadAhead.shared.claim(payload.fileName, of: url, mayWait: waits < ReadAhead.maxWaits) {
+            switch ReadAhead.shared.claim(payload.fileName, of: url) {
             case .kept(let kept):
                 return kept.name == payload.fileName ? (kept, nil) : (nil, nil)
             case .fetch(let flight):
                 return (nil, flight)
             case .wait(let flight):
+                // (Waited enough: fetched on its own, beside the fetch under way.)
+                guard waits < ReadAhead.maxWaits else { return (nil, nil) }
                 waits += 1
                 await ReadAhead.shared.wait(for: flight)
                 // (A cancelled resolve fetches nothing: its fetch fails at once.)

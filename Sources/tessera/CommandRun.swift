@@ -265,8 +265,8 @@ struct CommandRun {
             setSettled(&state, info.id, isSettled(info.state), seen: seen)
         }
 
-        /// Marks the task settled or not (and seen in an event); its mark is looked up once (a
-        /// task's identity, its URL, is hashed at each lookup, for every event of the run).
+        /// Marks the task settled or not (and seen in an event), with one lookup of its mark for
+        /// every event of the run.
         private static func setSettled(_ state: inout State, _ id: DownloadTaskID, _ settled: Bool, seen: Bool = false) {
             state.unsettled += change(&state.marks[id, default: []], settled: settled, seen: seen)
         }
