@@ -45,9 +45,11 @@ public final class DirectEntity: PayloadEntity<DirectEntityPayload>, DownloadPar
             components?.fragment = nil
             url = components?.url ?? url
         }
+        let key = url.absoluteString
+        // (The last path component is read once: Foundation parses and decodes it at each call.)
+        let title = fileName ?? { let last = url.lastPathComponent; return last.isEmpty ? key : last }()
         self.init(
-            payload: DirectEntityPayload(url: url, fileName: fileName), entityKey: url.absoluteString,
-            title: fileName ?? (url.lastPathComponent.isEmpty ? url.absoluteString : url.lastPathComponent),
+            payload: DirectEntityPayload(url: url, fileName: fileName), entityKey: key, title: title,
             destinationDirectory: destinationDirectory)
     }
 

@@ -115,7 +115,14 @@ struct FileLayout: Sendable {
             hash = FNV.hash(CollectionOfOne(UInt8(ascii: "#")), continuing: hash)
             hash = FNV.hash(id.variantKey.utf8, continuing: hash)
         }
-        let hex = String(hash, radix: 16)
-        return SafePath.sanitizedFileName(id.entityType, fallback: "task") + "-" + String(repeating: "0", count: 16 - hex.count) + hex
+        // `type-` and the hash as 16 hex digits (made in place: this runs for every task started).
+        let hex = String(unsafeUninitializedCapacity: 16) { buffer in
+            let digits: StaticString = "0123456789abcdef"
+            for index in 0..<16 {
+                buffer[index] = digits.utf8Start[Int(truncatingIfNeeded: (hash >> UInt64(60 - 4 * index)) & 0xF)]
+            }
+            return 16
+        }
+        return SafePath.sanitizedFileName(id.entityType, fallback: "task") + "-" + hex
     }
 }

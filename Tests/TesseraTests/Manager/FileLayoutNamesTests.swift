@@ -15,6 +15,21 @@ import Testing
         #expect(FileLayout.fileName(for: id) == expected)
     }
 
+    /// The names as earlier versions wrote them (FNV-1a, 64 bits, of `type:key[#variant]`, in 16
+    /// lowercase hex digits, leading zeros kept), written out: a change to the hash or to how its
+    /// digits are written would lose every journal of an upgraded installation.
+    @Test func theNamesAreTheOnesEarlierVersionsWrote() {
+        #expect(FileLayout.fileName(for: DownloadTaskID(entityType: "direct", entityKey: "http://127.0.0.1:8080/a.bin"))
+            == "direct-f65926a55e56c830")
+        #expect(FileLayout.fileName(for: DownloadTaskID(entityType: "hls", entityKey: "http://example.test/master.m3u8", variantKey: "best"))
+            == "hls-8e35e918ed11ef79")
+        #expect(FileLayout.fileName(for: DownloadTaskID(entityType: "direct", entityKey: "http://h/1000")) == "direct-00c1e1bd252debce")
+        // Bytes read one by one (a sequence with no buffer) hash as bytes read as a buffer.
+        let text = "direct:http://h/1000"
+        #expect(FNV.hash(text.utf8.lazy.map { $0 }) == 0x00c1_e1bd_252d_ebce)
+        #expect(FNV.hash(text.utf8) == 0x00c1_e1bd_252d_ebce)
+    }
+
     @Test func theWorkDirectoryIsUnderTheRoot() {
         #expect(FileLayout(root: "/srv/downloads").workDirectory == "/srv/downloads/.tessera/work")
         #expect(FileLayout(root: "/srv/downloads").journalBase(of: DownloadTaskID(entityType: "direct", entityKey: "k"), epoch: 3)
