@@ -14,9 +14,11 @@ public enum ResponseNaming {
 
     /// The name the URL alone gives: its last path component, or `index.html` for a directory.
     public static func fileName(url: URL) -> String {
-        // A directory URL ("…/dir/") names no file, as wget and aria2c see it.
+        // A directory URL ("…/dir/") names no file, as wget and aria2c see it. (Its path's last
+        // byte tells, as `hasDirectoryPath` would, which parses the path again; a last component
+        // "." or "..", a directory there too, sanitizes to nothing, so to the same fallback.)
         let last = url.lastPathComponent  // already percent-decoded
-        if !url.hasDirectoryPath, !last.isEmpty, last != "/" {
+        if !last.isEmpty, last != "/", url.path(percentEncoded: true).utf8.last != UInt8(ascii: "/") {
             return SafePath.sanitizedFileName(last, fallback: "index.html")
         }
         return "index.html"

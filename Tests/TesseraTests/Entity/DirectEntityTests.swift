@@ -176,6 +176,10 @@ private func smallSplitting(
         ("https://h/x/.hidden", "hidden"),
         ("https://h/x/%2E%2E", "index.html"),
         ("https://h/x/...", "index.html"),
+        ("https://h/x/.", "index.html"),
+        ("https://h/x/..", "index.html"),
+        ("https://h/a//", "index.html"),
+        ("https://h/a/b.bin/", "index.html"),
     ])
     func namesFromTheURL(_ text: String, _ expected: String) throws {
         let url = try #require(URL(string: text))
@@ -185,6 +189,14 @@ private func smallSplitting(
         #expect(!name.contains("/"))
         // Without a Content-Disposition the response names it the same way.
         #expect(ResponseNaming.fileName(url: url, headers: HTTPHeaders()) == expected)
+    }
+
+    /// A URL made relative to a base is named from its resolved path, a directory as such.
+    @Test func aURLRelativeToABaseIsNamedFromItsResolvedPath() throws {
+        let base = try #require(URL(string: "https://h/dir/"))
+        #expect(ResponseNaming.fileName(url: try #require(URL(string: "file.bin", relativeTo: base))) == "file.bin")
+        #expect(ResponseNaming.fileName(url: try #require(URL(string: "sub/", relativeTo: base))) == "index.html")
+        #expect(ResponseNaming.fileName(url: try #require(URL(string: "?page=2", relativeTo: base))) == "index.html")
     }
 
     @Test func percentEncodingIsDecodedOnlyOnce() throws {
