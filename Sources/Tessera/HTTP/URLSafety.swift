@@ -15,19 +15,36 @@ public enum URLSafety {
     /// ``check(_:context:)`` with the name made only for an error (a manifest of 100,000
     /// segments names none of them when all pass).
     static func check(_ url: URL, naming context: @autoclosure () -> String) throws(DownloadError) {
-        let text = url.absoluteString
-        guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+        // (This runs several times for every file and segment: the scheme is compared without
+        // making a lowercased copy, the host is looked at as written unless it has escapes (its
+        // decoded form, which `host` makes, is then what must not be empty), and the text is
+        // scanned as one run of bytes.)
+        var text = url.absoluteString
+        guard let scheme = url.scheme, isHTTPScheme(scheme) else {
             let scheme = url.scheme.map { UntrustedText.printable($0, limit: 20) } ?? "none"
             throw DownloadError(
                 .unsafeInput, "\(context()) uses the scheme \(scheme), not http or https (the only ones downloaded)",
                 url: UntrustedText.printable(text))
         }
-        guard let host = url.host, !host.isEmpty else {
+        let written = url.host(percentEncoded: true)
+        let host = written.map { $0.utf8.contains(UInt8(ascii: "%")) ? url.host : $0 } ?? nil
+        guard let host, !host.isEmpty else {
             throw DownloadError(.unsafeInput, "\(context()) has no host", url: UntrustedText.printable(text))
         }
-        if text.utf8.contains(where: { $0 <= 0x20 || $0 == 0x7F }) {
+        if text.withUTF8({ bytes in bytes.contains { $0 <= 0x20 || $0 == 0x7F } }) {
             throw DownloadError(.unsafeInput, "\(context()) contains white space or a control character")
         }
+    }
+
+    /// Whether `scheme` is `http` or `https`, in any case.
+    static func isHTTPScheme(_ scheme: String) -> Bool {
+        // (`byte | 0x20` is a letter's lowercase; only that letter's two cases give it.)
+        var bytes = scheme.utf8.makeIterator()
+        for expected in "http".utf8 {
+            guard let byte = bytes.next(), byte | 0x20 == expected else { return false }
+        }
+        guard let fifth = bytes.next() else { return true }
+        return fifth | 0x20 == UInt8(ascii: "s") && bytes.next() == nil
     }
 
     /// Resolves `reference` (absolute, or relative as in an HTML/MPD/M3U8 document) against

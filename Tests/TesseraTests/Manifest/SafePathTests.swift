@@ -210,6 +210,31 @@ import Testing
         #expect(error?.code == .unsafeInput, "\(text) -> \(String(describing: error))")
     }
 
+    @Test(arguments: [
+        ("http", true), ("https", true), ("HTTP", true), ("HtTpS", true), ("httpss", false), ("htt", false),
+        ("", false), ("ftp", false), ("httpx", false), ("http\u{0}", false), ("hTtP\u{53}", true), ("h\u{54}tp", true),
+        ("\u{48}ttp", true), ("http+", false), ("ht\u{D4}p", false),
+    ])
+    func theSchemeIsHTTPInAnyCase(_ scheme: String, _ expected: Bool) {
+        #expect(URLSafety.isHTTPScheme(scheme) == expected)
+        #expect(URLSafety.isHTTPScheme(scheme) == ["http", "https"].contains(scheme.lowercased()))
+    }
+
+    /// A host written with escapes is judged by what they decode to, as before: escapes that
+    /// decode to nothing a host can be leave it without one.
+    @Test func aHostIsJudgedByWhatItsEscapesDecodeTo() throws {
+        for text in ["http://%41%42/x", "http://%FF/x", "http://%C3%28/x", "http://a%2Eb/x"] {
+            guard let url = URL(string: text) else { continue }
+            let decoded = url.host
+            if let decoded, !decoded.isEmpty {
+                try URLSafety.check(url)
+            } else {
+                let error = #expect(throws: DownloadError.self) { try URLSafety.check(url) }
+                #expect(error?.message.contains("has no host") == true, "\(text)")
+            }
+        }
+    }
+
     @Test func checkMentionsTheContext() throws {
         let error = #expect(throws: DownloadError.self) {
             try URLSafety.check(URL(string: "ftp://h/x")!, context: "segment 3 of \"a\"")
