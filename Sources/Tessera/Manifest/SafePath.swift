@@ -15,7 +15,7 @@ public enum SafePath {
         }
         guard !name.isEmpty else { throw DownloadError(.unsafePath, "a file name is empty") }
         // The common case, one plain ASCII name, without splitting or scanning scalars.
-        if name.utf8.count <= maxNameBytes, name.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != 0x2F && $0 != 0x5C }),
+        if name.utf8.count <= maxNameBytes, isPlainASCII(name),
             name.utf8.first != UInt8(ascii: "~"), name != ".", name != "..", name != ".tessera"
         {
             return name
@@ -46,7 +46,7 @@ public enum SafePath {
         let bytes = text.utf8
         if let first = bytes.first, let last = bytes.last, bytes.count <= maxNameBytes, first != UInt8(ascii: "."),
             first != UInt8(ascii: " "), last != UInt8(ascii: " "),
-            bytes.allSatisfy({ $0 >= 0x20 && $0 < 0x7F && $0 != 0x2F && $0 != 0x5C })
+            isPlainASCII(text)
         {
             return text
         }
@@ -64,6 +64,14 @@ public enum SafePath {
         }
         name = fitted(name)
         return name.isEmpty ? fallback : name
+    }
+
+    /// Whether every byte of `text` is printable ASCII other than `/` and `\`: the names that
+    /// need no closer look (read as one run of bytes, as a native string's are, not byte by byte
+    /// through its view: this runs several times for every file).
+    static func isPlainASCII(_ text: String) -> Bool {
+        let plain: (UInt8) -> Bool = { $0 >= 0x20 && $0 < 0x7F && $0 != 0x2F && $0 != 0x5C }
+        return text.utf8.withContiguousStorageIfAvailable { $0.allSatisfy(plain) } ?? text.utf8.allSatisfy(plain)
     }
 
     /// The longest file name (one path component) Linux file systems take, in bytes.

@@ -65,6 +65,18 @@ import Testing
         #expect(error?.message.unicodeScalars.allSatisfy { $0.value >= 0x20 && $0.value != 0x7F } == true)
     }
 
+    @Test(arguments: [
+        ("a.bin", true), ("A Z~!", true), (" ", true), ("", true), ("a/b", false), ("a\\b", false), ("a\u{7F}", false),
+        ("\u{1F}a", false), ("é.bin", false), ("a\tb", false),
+    ])
+    func plainASCIINamesAreToldByTheirBytes(_ text: String, _ expected: Bool) {
+        #expect(SafePath.isPlainASCII(text) == expected)
+        // (The same answer for the bytes read one by one.)
+        let plain: (UInt8) -> Bool = { byte in byte >= 0x20 && byte < 0x7F && byte != 0x2F && byte != 0x5C }
+        let oneByOne: Bool = text.utf8.lazy.map { $0 }.allSatisfy(plain)
+        #expect(oneByOne == expected)
+    }
+
     // MARK: sanitizedFileName
 
     @Test(arguments: [
