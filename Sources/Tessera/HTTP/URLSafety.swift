@@ -27,7 +27,7 @@ public enum URLSafety {
                 url: UntrustedText.printable(text))
         }
         let written = url.host(percentEncoded: true)
-        let host = written.map { $0.utf8.contains(UInt8(ascii: "%")) ? url.host : $0 } ?? nil
+        let host = written?.utf8.contains(UInt8(ascii: "%")) == true ? url.host : written
         guard let host, !host.isEmpty else {
             throw DownloadError(.unsafeInput, "\(context()) has no host", url: UntrustedText.printable(text))
         }

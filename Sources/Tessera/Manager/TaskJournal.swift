@@ -416,22 +416,11 @@ enum FNV {
     static func hash(_ bytes: some Sequence<UInt8>, continuing: UInt64 = 0xcbf2_9ce4_8422_2325) -> UInt64 {
         // (Bytes in one block, as a native string's are, are read as a buffer: a few
         // instructions a byte, not an iterator's step each.)
-        if let hashed = bytes.withContiguousStorageIfAvailable({ Self.hash(buffer: $0, continuing: continuing) }) { return hashed }
-        var hash = continuing
-        for byte in bytes {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x100_0000_01b3
-        }
-        return hash
+        bytes.withContiguousStorageIfAvailable { fold($0, into: continuing) } ?? fold(bytes, into: continuing)
     }
 
-    private static func hash(buffer: UnsafeBufferPointer<UInt8>, continuing: UInt64) -> UInt64 {
-        var hash = continuing
-        for byte in buffer {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x100_0000_01b3
-        }
-        return hash
+    private static func fold(_ bytes: some Sequence<UInt8>, into hash: UInt64) -> UInt64 {
+        bytes.reduce(hash) { ($0 ^ UInt64($1)) &* 0x100_0000_01b3 }
     }
 }
 
