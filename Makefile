@@ -75,27 +75,34 @@ bench-deps: deps
 build: deps
 	$(SWIFT) build
 
-# The release binary, its man page (argument-parser's generate-manual tool) and completions.
+# The release binaries, the man page (argument-parser's generate-manual tool) and completions.
+# `tessera` goes to bin; `tessera-server`, which `tessera serve`, `fleet` and `demo` hand over to
+# (Sources/tessera/ServerExecutable.swift), to libexec/tessera (tessera also looks beside itself).
+# The man page and the completions are written from the whole command tree (tessera hands the
+# requests for them over too).
 PREFIX ?= /usr/local
 # (The man page comes from argument-parser's generate-manual tool run on the release binary, built
 # with the same flags: its plugin rebuilt every product with the default flags over the release
 # build, and the binary installed was that one, not the static one.)
 install: deps
 	$(SWIFT) build $(RELEASE) --product tessera
+	$(SWIFT) build $(RELEASE) --product tessera-server
 	$(SWIFT) build $(RELEASE) --product generate-manual
 	bin="$$($(SWIFT) build -c release --show-bin-path)" && root="$(DESTDIR)$(PREFIX)" && \
 	mkdir -p .build/manual && "$$bin/generate-manual" "$$bin/tessera" --output-directory .build/manual && \
 	install -D -m 755 "$$bin/tessera" "$$root/bin/tessera" && \
+	install -D -m 755 "$$bin/tessera-server" "$$root/libexec/tessera/tessera-server" && \
 	install -D -m 644 .build/manual/tessera.1 "$$root/share/man/man1/tessera.1" && \
 	mkdir -p "$$root/share/bash-completion/completions" "$$root/share/zsh/site-functions" "$$root/share/fish/vendor_completions.d" && \
 	"$$bin/tessera" --generate-completion-script bash > "$$root/share/bash-completion/completions/tessera" && \
 	"$$bin/tessera" --generate-completion-script zsh > "$$root/share/zsh/site-functions/_tessera" && \
 	"$$bin/tessera" --generate-completion-script fish > "$$root/share/fish/vendor_completions.d/tessera.fish" && \
-	echo "Installed $$root/bin/tessera (man tessera; completions for bash, zsh, fish)"
+	echo "Installed $$root/bin/tessera and $$root/libexec/tessera/tessera-server, which runs tessera serve, fleet and demo (man tessera; completions for bash, zsh, fish)"
 
 demo: deps
 	$(call ensure_packages,$(MEDIA_PACKAGES))
 	$(SWIFT) build --product tessera
+	$(SWIFT) build --product tessera-server
 	$$($(SWIFT) build --show-bin-path)/tessera demo
 	@echo "Next: the same downloads from a daemon that aria2's RPC clients (aria2p, AriaNg) drive, with a live dashboard:"
 	@echo "  $$($(SWIFT) build --show-bin-path)/tessera serve --rpc-secret SECRET    then open http://127.0.0.1:6800/ (README: The daemon)"
@@ -138,6 +145,7 @@ SERVE_PYTHON_REQUIREMENTS := aria2p==0.12.3
 serve-check: deps
 	$(call ensure_packages,$(SERVE_PACKAGES))
 	$(SWIFT) build --product tessera
+	$(SWIFT) build --product tessera-server
 	@if [ "$$(cat $(SERVE_VENV)/requirements.txt 2>/dev/null)" != "$(SERVE_PYTHON_REQUIREMENTS)" ]; then \
 		echo "serve-check: creating $(SERVE_VENV) with $(SERVE_PYTHON_REQUIREMENTS)"; \
 		python3 -m venv $(SERVE_VENV) && \
@@ -175,6 +183,7 @@ check: deps
 fleet-demo: deps
 	$(call ensure_packages,$(FLEET_PACKAGES))
 	$(SWIFT) build --product tessera
+	$(SWIFT) build --product tessera-server
 	$(SWIFT) build --product tessera-fleet-bench
 	bin="$$($(SWIFT) build --show-bin-path)" && "$$bin/tessera-fleet-bench" demo --tessera "$$bin/tessera"
 
@@ -183,6 +192,7 @@ fleet-demo: deps
 fleet-bench: deps
 	$(call ensure_packages,$(FLEET_PACKAGES))
 	$(SWIFT) build $(RELEASE) --product tessera
+	$(SWIFT) build $(RELEASE) --product tessera-server
 	$(SWIFT) build $(RELEASE) --product tessera-fleet-bench
 	bin="$$($(SWIFT) build -c release --show-bin-path)" && "$$bin/tessera-fleet-bench" bench --tessera "$$bin/tessera"
 

@@ -40,6 +40,7 @@ let package = Package(
         .library(name: "Tessera", targets: ["Tessera"]),
         .library(name: "TesseraTesting", targets: ["TesseraTesting"]),
         .executable(name: "tessera", targets: ["tessera"]),
+        .executable(name: "tessera-server", targets: ["tessera-server"]),
     ] + plugins.flatMap(\.products),
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.8.2"),
@@ -104,12 +105,17 @@ let package = Package(
             ]
         ),
 
+        // MARK: The JSON of `tessera get --json` and the daemon's `/events` (EventJSON, RPCValue):
+        // its own module, so the `tessera` executable writes it without linking the daemon.
+        .target(name: "TesseraEvents", dependencies: ["Tessera"]),
+
         // MARK: The daemon (`tessera serve`): aria2's JSON-RPC, a native API, the dashboard and
         // the metrics, on Hummingbird. Kept out of `Tessera` so plugin authors do not build it.
         .target(
             name: "TesseraServer",
             dependencies: [
                 "Tessera",
+                "TesseraEvents",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdWebSocket", package: "hummingbird-websocket"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -139,17 +145,41 @@ let package = Package(
     ] + plugins.flatMap(\.targets) + [
 
         // MARK: Executables
+        // The commands of the command line (options, the display, the session), shared by the two
+        // executables below; not a product.
+        .target(
+            name: "TesseraCLI",
+            dependencies: [
+                "Tessera",
+                "TesseraEvents",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "CoreMetrics", package: "swift-metrics"),
+            ] + plugins.map { .target(name: $0.name) }
+        ),
+        // `tessera`: the downloads. `serve`, `fleet` and `demo` it hands to `tessera-server`
+        // (installed with it), so that a `tessera get` does not load the daemon's, the fleet's and
+        // the test origin's libraries (Sources/tessera/ServerExecutable.swift says what that costs).
         .executableTarget(
             name: "tessera",
             dependencies: [
                 "Tessera",
+                "TesseraCLI",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            ]
+        ),
+        .executableTarget(
+            name: "tessera-server",
+            dependencies: [
+                "Tessera",
+                "TesseraCLI",
                 "TesseraServer",
                 "TesseraFleet",
                 "TesseraTesting",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
-            ] + plugins.map { .target(name: $0.name) }
+            ]
         ),
         // `make fleet-demo` and `make fleet-bench`: a PostgreSQL of its own, real workers.
         .executableTarget(
@@ -190,13 +220,13 @@ let package = Package(
         // Runs the built `tessera` executable, as its users do.
         .testTarget(
             name: "TesseraCLITests",
-            dependencies: ["Tessera", "TesseraTesting"]
+            dependencies: ["Tessera", "TesseraTesting", "TesseraCLI"]
         ),
         // The daemon (`tessera serve`): the RPC without a network, then the HTTP server on 127.0.0.1.
         .testTarget(
             name: "TesseraServerTests",
             dependencies: [
-                "TesseraServer", "Tessera", "TesseraTesting", "DASHEntity", "MetalinkEntity",
+                "TesseraServer", "TesseraEvents", "Tessera", "TesseraTesting", "DASHEntity", "MetalinkEntity",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
                 .product(name: "Prometheus", package: "swift-prometheus"),

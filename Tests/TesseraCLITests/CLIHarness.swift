@@ -58,7 +58,10 @@ struct CLI {
     /// Starts `tessera` and returns the running process (its output collected into files).
     /// With `newProcessGroup`, it leads a process group of its own, as a shell starts a
     /// foreground job: a signal to the group reaches it and whatever it did not move out.
-    func start(_ arguments: [String], environment: [String: String] = [:], newProcessGroup: Bool = false) throws -> (SpawnedProcess, String, String) {
+    /// `executable`: another `tessera` than the one built beside the tests (a copy of it).
+    func start(
+        _ arguments: [String], environment: [String: String] = [:], newProcessGroup: Bool = false, executable: String = Self.executable.path
+    ) throws -> (SpawnedProcess, String, String) {
         var env = childEnvironment()
         // No configuration file of the machine's user changes what a test runs.
         env["XDG_CONFIG_HOME"] = directory + "/no-config-home"
@@ -73,14 +76,16 @@ struct CLI {
         }
         guard outFile >= 0, errFile >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
         let process = try SpawnedProcess(
-            Self.executable.path, standard(arguments), environment: env, directory: directory, input: .null,
+            executable, standard(arguments), environment: env, directory: directory, input: .null,
             output: .descriptor(outFile), error: .descriptor(errFile), newProcessGroup: newProcessGroup)
         return (process, out, err)
     }
 
     /// Runs `tessera` to its end (or kills it after `timeout`).
-    func run(_ arguments: [String], environment: [String: String] = [:], timeout: Duration = .seconds(120)) async throws -> Result {
-        let (process, out, err) = try start(arguments, environment: environment)
+    func run(
+        _ arguments: [String], environment: [String: String] = [:], timeout: Duration = .seconds(120), executable: String = Self.executable.path
+    ) async throws -> Result {
+        let (process, out, err) = try start(arguments, environment: environment, executable: executable)
         if await !process.exited(within: timeout) {
             process.terminate()
             Issue.record("tessera \(arguments.joined(separator: " ")) did not finish in \(timeout)")

@@ -2,6 +2,7 @@ import Foundation
 import Testing
 @testable import Tessera
 @testable import TesseraServer
+@testable import TesseraEvents
 
 @Suite struct Aria2MappingTests {
     @Test func gidsAreSixteenHexDigitsStableAndDistinct() {

@@ -1,13 +1,14 @@
 import ArgumentParser
 import Foundation
 import Tessera
+import TesseraCLI
 import TesseraTesting
 
 /// `tessera demo`: every plugin at work against an embedded loopback origin.
 struct DemoCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "demo",
-        abstract: "Download from an embedded loopback origin: a playurl group, DASH, Metalink, HLS with AES-128, a large file.",
+        abstract: CommandMain.ServerCommand.demo.abstract,
         discussion: "Everything stays on 127.0.0.1. The origin injects faults (failing primary URLs, a corrupt piece) that the downloads recover from."
     )
 

@@ -1,5 +1,6 @@
 import Foundation
 import Tessera
+import TesseraCLI
 import TesseraFleet
 import TesseraServer
 

@@ -250,7 +250,7 @@ struct DownloadRun {
 /// Why `path` cannot be used as a download directory (creating it when missing), or `nil`.
 /// The cause is the system's own words for the first component that fails (`Not a directory`,
 /// `Permission denied`, `Read-only file system`).
-func writableDirectoryProblem(_ path: String) -> String? {
+package func writableDirectoryProblem(_ path: String) -> String? {
     var prefix = path.hasPrefix("/") ? "" : "."
     for component in path.split(separator: "/") {
         prefix += "/" + component

@@ -7,7 +7,7 @@ import Tessera
 /// or reorder what it shows (C0 and C1 controls, DEL, bidirectional formatting; see
 /// `UntrustedText.isUnsafe`) becomes `?`. The command's own cursor movements on the live board
 /// are added after the cleaning (`writeRaw`).
-enum Terminal {
+package enum Terminal {
     /// `line` made safe for a terminal: one line, nothing that steers the terminal.
     static func clean(_ line: String) -> String {
         guard line.unicodeScalars.contains(where: UntrustedText.isUnsafe) else { return line }
@@ -26,17 +26,17 @@ enum Terminal {
     }
 
     /// Lines of the command's own multi-line text to standard output, each cleaned.
-    static func outLines(_ text: String) {
+    package static func outLines(_ text: String) {
         FileHandle.standardOutput.write(Data((cleanLines(text) + "\n").utf8))
     }
 
     /// A line to standard error.
-    static func err(_ line: String) {
+    package static func err(_ line: String) {
         FileHandle.standardError.write(Data((clean(line) + "\n").utf8))
     }
 
     /// Lines of the command's own multi-line text to standard error, each cleaned.
-    static func errLines(_ text: String) {
+    package static func errLines(_ text: String) {
         FileHandle.standardError.write(Data((cleanLines(text) + "\n").utf8))
     }
 

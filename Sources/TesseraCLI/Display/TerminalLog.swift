@@ -4,25 +4,25 @@ import Tessera
 /// Where the library's logs go in the command: standard error, one line each, through the one
 /// sanitizer (metadata carries URLs and paths from the network). Warnings and errors by
 /// default; `-v` adds what the manager decides, `-vv` the transfers.
-struct TerminalLogHandler: LogHandler {
+package struct TerminalLogHandler: LogHandler {
     /// The level of the handlers made from now on (set from `-v` before anything logs).
-    static let level = Locked<Logger.Level>(.warning)
+    package static let level = Locked<Logger.Level>(.warning)
 
-    var metadata: Logger.Metadata = [:]
-    var logLevel: Logger.Level
+    package var metadata: Logger.Metadata = [:]
+    package var logLevel: Logger.Level
     private let label: String
 
-    init(label: String) {
+    package init(label: String) {
         self.label = label
         logLevel = Self.level.withLock { $0 }
     }
 
-    subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+    package subscript(metadataKey key: String) -> Logger.Metadata.Value? {
         get { metadata[key] }
         set { metadata[key] = newValue }
     }
 
-    func log(event: LogEvent) {
+    package func log(event: LogEvent) {
         let merged = metadata.merging(event.metadata ?? [:]) { _, new in new }
         var text = "tessera: \(event.level): \(event.message)"
         for key in merged.keys.sorted() { text += " \(key)=\(merged[key]!)" }

@@ -4,7 +4,10 @@ import Logging
 import Tessera
 
 /// What to download: inputs on the command line and in a file.
-struct InputOptions: ParsableArguments {
+package struct InputOptions: ParsableArguments {
+    /// The defaults (argument-parser fills the options in).
+    package init() {}
+
     @Argument(help: "URLs (plain files, .mpd, .m3u8, .meta4/.metalink) or PLUGIN:KEY (playurl:1001).")
     var inputs: [String] = []
 
@@ -12,7 +15,7 @@ struct InputOptions: ParsableArguments {
     var inputFile: String?
 
     @Option(name: [.customShort("f"), .customLong("format")], help: ArgumentHelp("Which variants to take: best, worst, all, or ids joined by '+'.", valueName: "selector"))
-    var format: String?
+    package var format: String?
 
     @Option(name: .customLong("plugin-arg"), help: ArgumentHelp("An argument for a plugin, e.g. playurl:api=https://…/{cid}.", valueName: "plugin:key=value"))
     var pluginArguments: [String] = []
@@ -43,7 +46,7 @@ struct InputOptions: ParsableArguments {
         return all
     }
 
-    func parsedPluginArguments() throws -> PluginArguments {
+    package func parsedPluginArguments() throws -> PluginArguments {
         var arguments = PluginArguments()
         for text in pluginArguments {
             do { try arguments.add(text) } catch { throw ValidationError(error.message) }
@@ -58,9 +61,12 @@ struct InputOptions: ParsableArguments {
 }
 
 /// How to reach servers.
-struct NetworkOptions: ParsableArguments {
+package struct NetworkOptions: ParsableArguments {
+    /// The defaults (argument-parser fills the options in).
+    package init() {}
+
     @Option(name: .customLong("limit-rate"), help: ArgumentHelp("A rate limit for all transfers together, e.g. 500K or 2M.", valueName: "rate"))
-    var limitRate: String?
+    package var limitRate: String?
 
     @Option(help: "Attempts per segment before a task fails.")
     var retries: Int?
@@ -72,7 +78,7 @@ struct NetworkOptions: ParsableArguments {
     var manifestTimeout: Int = 60
 
     /// `--manifest-timeout` as a duration.
-    var documentTimeout: Duration { .seconds(manifestTimeout) }
+    package var documentTimeout: Duration { .seconds(manifestTimeout) }
 
     @Option(name: .customLong("header"), help: ArgumentHelp("A header field for every request (repeatable).", valueName: "'name: value'"))
     var headers: [String] = []
@@ -91,7 +97,7 @@ struct NetworkOptions: ParsableArguments {
         return rate
     }
 
-    func headerFields() throws -> HTTPHeaders {
+    package func headerFields() throws -> HTTPHeaders {
         var fields = HTTPHeaders()
         for text in headers {
             guard let colon = text.firstIndex(of: ":") else {
@@ -107,7 +113,7 @@ struct NetworkOptions: ParsableArguments {
         return fields
     }
 
-    func validate() throws {
+    package func validate() throws {
         _ = try rateLimit()
         _ = try headerFields()
         if let retries, retries < 1 { throw ValidationError("--retries must be at least 1") }
@@ -127,7 +133,10 @@ struct StoreOptions: ParsableArguments {
 }
 
 /// Where things go.
-struct StateOptions: ParsableArguments {
+package struct StateOptions: ParsableArguments {
+    /// The defaults (argument-parser fills the options in).
+    package init() {}
+
     @Option(name: .customLong("state-dir"), help: ArgumentHelp("Where the task store and the segment cache live (default: $XDG_DATA_HOME/tessera).", valueName: "dir"))
     var stateDirectory: String?
 
@@ -142,12 +151,15 @@ struct StateOptions: ParsableArguments {
 }
 
 /// How to report.
-struct DisplayOptions: ParsableArguments {
+package struct DisplayOptions: ParsableArguments {
+    /// The defaults (argument-parser fills the options in).
+    package init() {}
+
     @Flag(help: "One JSON object per line per event; the last line is a summary.")
-    var json = false
+    package var json = false
 
     @Flag(name: [.short, .long], help: "Errors only, on standard error (the exit status tells the rest).")
-    var quiet = false
+    package var quiet = false
 
     @Flag(name: .shortAndLong, help: "More on standard error: -v what the manager decides, -vv every transfer.")
     var verbose: Int
@@ -157,14 +169,17 @@ struct DisplayOptions: ParsableArguments {
 }
 
 /// An absolute, standardised path.
-func absolute(_ path: String) -> String {
+package func absolute(_ path: String) -> String {
     let expanded = (path as NSString).expandingTildeInPath
     let full = expanded.hasPrefix("/") ? expanded : FileManager.default.currentDirectoryPath + "/" + expanded
     return (full as NSString).standardizingPath
 }
 
 /// How `get` records live streams (an HLS playlist without `#EXT-X-ENDLIST`, a dynamic MPD).
-struct LiveOptions: ParsableArguments {
+package struct LiveOptions: ParsableArguments {
+    /// The defaults (argument-parser fills the options in).
+    package init() {}
+
     @Option(
         name: .customLong("live-duration"),
         help: ArgumentHelp("A live stream's recording ends once this much media is recorded (otherwise when the stream ends, or on Ctrl-C).", valueName: "seconds"))
@@ -178,7 +193,7 @@ struct LiveOptions: ParsableArguments {
         help: ArgumentHelp("A live stream that publishes no new segment for this long is taken as ended (default: 6 target durations, at least 30).", valueName: "seconds"))
     var liveStallTimeout: Double?
 
-    func validate() throws {
+    package func validate() throws {
         if let liveDuration, !(liveDuration > 0) || !liveDuration.isFinite { throw ValidationError("--live-duration must be a number of seconds above 0") }
         if let liveStallTimeout, !(liveStallTimeout > 0) || !liveStallTimeout.isFinite {
             throw ValidationError("--live-stall-timeout must be a number of seconds above 0")

@@ -7,7 +7,7 @@ import Tessera
 
 /// Every plugin the command line knows, registered by its own `register(in:)`: no switch on
 /// input kinds anywhere.
-func makeRegistry() -> EntityRegistry {
+package func makeRegistry() -> EntityRegistry {
     let registry = EntityRegistry()  // DirectEntity: any http(s) URL, last resort
     PlayurlEntity.register(in: registry)
     DASHEntity.register(in: registry)
@@ -18,42 +18,59 @@ func makeRegistry() -> EntityRegistry {
 
 /// What a command works with: the state directory (locked), the store, the cache, the engine
 /// and the manager.
-struct Session {
-    let stateDirectory: String
-    let registry: EntityRegistry
+package struct Session {
+    package let stateDirectory: String
+    package let registry: EntityRegistry
     let engine: CurlEngine
     let store: any DownloadStore
     let cache: SegmentCache?
-    let manager: DownloadTaskManager
+    package let manager: DownloadTaskManager
     let lock: StateLock
     let headers: HTTPHeaders
     let documentTimeout: Duration
     /// Where outputs go (absolute).
-    let downloadRoot: String
+    package let downloadRoot: String
 
-    struct Settings {
-        var downloadRoot = "downloads"
-        var jobs = 3
-        var segments = 16
-        var connectionsPerFile = SplitPolicy().maxConnections
+    package struct Settings {
+        var downloadRoot: String
+        var jobs: Int
+        var segments: Int
+        var connectionsPerFile: Int
         var network: NetworkOptions
         var state: StateOptions
         /// `-o TEMPLATE`: how files are named.
         var outputTemplate: OutputNameTemplate?
         /// How completed tasks' files are merged (`--no-merge`: `nil`); commands that only
         /// manage tasks (`pause`, `remove`) merge nothing.
-        var merging: MergePolicy? = nil
+        var merging: MergePolicy?
         /// How live streams are recorded.
         var live: LiveOptions?
         /// A fleet worker's store and write fence (`serve --fleet`) instead of the state
         /// directory's SQLite store.
-        var fleet: (store: any DownloadStore, fence: any TaskWriteFence)?
+        package var fleet: (store: any DownloadStore, fence: any TaskWriteFence)?
         /// Under a fleet-wide per-host limit (`serve --fleet-host-connections`): no transfer to a
         /// host until the fleet worker holds slots for it.
-        var fleetHostLimit: Int?
+        package var fleetHostLimit: Int?
+
+        /// Settings for a session (the defaults: `get`'s).
+        package init(
+            downloadRoot: String = "downloads", jobs: Int = 3, segments: Int = 16, connectionsPerFile: Int = SplitPolicy().maxConnections,
+            network: NetworkOptions, state: StateOptions, outputTemplate: OutputNameTemplate? = nil, merging: MergePolicy? = nil,
+            live: LiveOptions? = nil
+        ) {
+            self.downloadRoot = downloadRoot
+            self.jobs = jobs
+            self.segments = segments
+            self.connectionsPerFile = connectionsPerFile
+            self.network = network
+            self.state = state
+            self.outputTemplate = outputTemplate
+            self.merging = merging
+            self.live = live
+        }
     }
 
-    static func open(_ settings: Settings) throws -> Session {
+    package static func open(_ settings: Settings) throws -> Session {
         let stateDirectory = settings.state.directory
         let lock = try StateLock(directory: stateDirectory)
         // (Anything below that fails lets the state directory go again.)
@@ -107,7 +124,7 @@ struct Session {
     }
 
     /// A context for resolving inputs outside the manager (expansion, `tessera resolve`).
-    var resolveContext: ResolveContext {
+    package var resolveContext: ResolveContext {
         ResolveContext(engine: engine, headers: headers, documentTimeout: documentTimeout)
     }
 
@@ -119,7 +136,7 @@ struct Session {
 
     private static let kept = Locked<[Session]>([])
 
-    func close() async {
+    package func close() async {
         await manager.shutdown()
         await engine.shutdown()
         lock.release()
@@ -179,7 +196,7 @@ final class StateLock: Sendable {
 
 /// Turns what the user typed into entities: the registry picks the plugin (by pattern, scheme,
 /// or — for a URL only the plain-file plugin claims — the Content-Type a probe returns).
-struct InputResolver {
+package struct InputResolver {
     /// Extensions that may name a manifest behind a script or an API (the manifest kinds'
     /// own extensions are matched by their plugins' patterns already).
     static let ambiguousExtensions: Set<String> = ["xml", "json", "php", "asp", "aspx", "jsp", "cgi", "pl", "do", "action", "txt"]
@@ -201,8 +218,16 @@ struct InputResolver {
     let arguments: PluginArguments
     let format: FormatSelector?
 
+    /// Resolves inputs with `registry`'s plugins; `format` picks the variants.
+    package init(registry: EntityRegistry, context: ResolveContext, arguments: PluginArguments, format: FormatSelector?) {
+        self.registry = registry
+        self.context = context
+        self.arguments = arguments
+        self.format = format
+    }
+
     /// `destinationDirectory`: where the outputs go, relative to the download root (`serve`'s RPC `dir`).
-    func entities(for text: String, destinationDirectory: String = "") async throws(DownloadError) -> [DownloadBaseEntity] {
+    package func entities(for text: String, destinationDirectory: String = "") async throws(DownloadError) -> [DownloadBaseEntity] {
         var input = try checkedInput(text, destinationDirectory: destinationDirectory)
         if let url = input.url, registry.match(input)?.matcher.plugin == "direct", Self.mayBeManifest(url) {
             // A manifest served without a telling extension is known by its Content-Type.

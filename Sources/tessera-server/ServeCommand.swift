@@ -3,6 +3,7 @@ import CoreMetrics
 import Foundation
 import Logging
 import Tessera
+import TesseraCLI
 import TesseraFleet
 import TesseraServer
 
@@ -11,7 +12,7 @@ import TesseraServer
 struct ServeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "serve",
-        abstract: "Run as a download daemon: aria2's JSON-RPC on /jsonrpc, a dashboard on /, metrics on /metrics.",
+        abstract: CommandMain.ServerCommand.serve.abstract,
         discussion: """
             Listens on 127.0.0.1 only unless --rpc-listen-all. Tasks in the state directory are \
             restored and resumed on start; SIGTERM or Ctrl-C stops cleanly (the tasks resume \

@@ -4,7 +4,10 @@ import Tessera
 
 /// The merging options of `get`, `resume` and `serve`: the library's ``MergePolicy``, which the
 /// manager applies as each task completes (the same for every front-end).
-struct MergeOptions: ParsableArguments {
+package struct MergeOptions: ParsableArguments {
+    /// The defaults (argument-parser fills the options in).
+    package init() {}
+
     @Flag(name: .customLong("no-merge"), help: "Keep a video's tracks (DASH, HLS) or parts (playurl) as separate files instead of merging them with ffmpeg.")
     var noMerge = false
 
@@ -19,16 +22,16 @@ struct MergeOptions: ParsableArguments {
     var audioMultistreams = false
 
     /// `--merge-output-format`, checked.
-    var format: MergeOutputFormat? {
+    package var format: MergeOutputFormat? {
         mergeOutputFormat.flatMap { MergeOutputFormat(rawValue: $0.lowercased()) }
     }
 
     /// The policy these options ask for; `nil` with `--no-merge`.
-    var policy: MergePolicy? {
+    package var policy: MergePolicy? {
         noMerge ? nil : MergePolicy(outputFormat: format, audioMultistreams: audioMultistreams)
     }
 
-    func validate() throws {
+    package func validate() throws {
         if let mergeOutputFormat, format == nil {
             let names = MergeOutputFormat.allCases.map(\.rawValue).joined(separator: ", ")
             throw ValidationError("--merge-output-format takes one of \(names), not \"\(mergeOutputFormat)\"")

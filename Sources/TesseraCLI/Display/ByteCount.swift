@@ -1,9 +1,9 @@
 import Foundation
 
 /// Sizes and speeds for people, and sizes from people.
-enum ByteCount {
+package enum ByteCount {
     /// `1.5 MiB`.
-    static func format(_ bytes: Int64) -> String {
+    package static func format(_ bytes: Int64) -> String {
         let units = ["B", "KiB", "MiB", "GiB", "TiB"]
         var value = Double(bytes)
         var unit = 0
@@ -15,7 +15,7 @@ enum ByteCount {
     }
 
     /// `2.3 MiB/s`.
-    static func speed(_ bytesPerSecond: Double) -> String {
+    package static func speed(_ bytesPerSecond: Double) -> String {
         format(Int64(bytesPerSecond)) + "/s"
     }
 
@@ -28,7 +28,7 @@ enum ByteCount {
     }
 
     /// `500K`, `2M`, `1.5G`, `1048576` → bytes (K = 1024, as curl and aria2c count).
-    static func parse(_ text: String) -> Int64? {
+    package static func parse(_ text: String) -> Int64? {
         let trimmed = text.trimmingCharacters(in: .whitespaces).uppercased()
         guard let last = trimmed.last else { return nil }
         let multipliers: [Character: Double] = ["K": 1024, "M": 1024 * 1024, "G": 1024 * 1024 * 1024]

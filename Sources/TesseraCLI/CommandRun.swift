@@ -8,19 +8,25 @@ import Tessera
 /// SIGHUP) pauses every task cleanly, stops a merge (its files stay) and ends with exit code
 /// 130. Commands from other `tessera` processes (`pause`, `resume`, `remove`) are applied while
 /// it runs.
-struct CommandRun {
+package struct CommandRun {
     let session: Session
     let display: Display
 
-    struct Outcome {
-        var exitCode: Int32
+    /// A run of `session`'s manager, shown on `display`.
+    package init(session: Session, display: Display) {
+        self.session = session
+        self.display = display
+    }
+
+    package struct Outcome {
+        package var exitCode: Int32
         /// The tasks' end states, with `--json` or for up to 10,000 tasks (the text summary of a
         /// longer list asks the manager for them a thousand at a time, see ``summarize(_:)``).
-        var tasks: [DownloadTaskInfo]
+        package var tasks: [DownloadTaskInfo]
         /// Every task the run followed, in order.
         var ids: [DownloadTaskID] = []
         var interrupted: Bool
-        var times: [DownloadTaskID: Duration]
+        package var times: [DownloadTaskID: Duration]
         /// What merging did, by task.
         var merges: [DownloadTaskID: MergeOutcome] = [:]
     }
@@ -37,7 +43,7 @@ struct CommandRun {
     /// What a run learns from the manager's events, taken from the moment it is made: made
     /// before the inputs are added, a list of 100,000 tasks is shown and counted as it is added
     /// instead of waiting, every event of it, in the stream's buffer.
-    final class Watch: Sendable {
+    package final class Watch: Sendable {
         // Everything the loop needs to know comes from the events (times exact, states as they
         // change); the manager is asked once at the start and once at the end, whatever the
         // number of tasks.
@@ -50,7 +56,7 @@ struct CommandRun {
 
         /// `timesTasks`: each task's time is taken from the events as they come (`--json` reports
         /// it, `tessera demo` shows it); by default with `--json` only.
-        init(events: DownloadEventStream, display: Display, timesTasks: Bool? = nil) {
+        package init(events: DownloadEventStream, display: Display, timesTasks: Bool? = nil) {
             (wakeups, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
             // (Only the live board draws from the latest snapshots.)
             let tracker = RunTracker(keepsSnapshots: display.mode == .live)
@@ -71,7 +77,7 @@ struct CommandRun {
     }
 
     /// ``run(_:events:inputErrors:)`` with the events taken by `watch` since it was made.
-    func run(_ ids: [DownloadTaskID], watch: Watch, inputErrors: Int) async -> Outcome {
+    package func run(_ ids: [DownloadTaskID], watch: Watch, inputErrors: Int) async -> Outcome {
         let interrupt = InterruptSignal.shared
         interrupt.install()
         let display = self.display
@@ -381,7 +387,7 @@ struct CommandRun {
     /// `TESSERA_TEST_KEPT_TASKS` sets it for the tests of the longer lists' summary).
     static let keptTasksLimit = ProcessInfo.processInfo.environment["TESSERA_TEST_KEPT_TASKS"].flatMap(Int.init) ?? 10_000
 
-    func summarize(_ outcome: Outcome) async {
+    package func summarize(_ outcome: Outcome) async {
         // (-q prints no summary: nothing to build, no file to look at.)
         guard display.mode != .quiet else { return }
         let merges = outcome.merges
@@ -452,14 +458,14 @@ struct CommandRun {
 }
 
 /// Ctrl-C, SIGTERM and SIGHUP, noticed by the run loop instead of killing the process.
-final class InterruptSignal: Sendable {
-    static let shared = InterruptSignal()
+package final class InterruptSignal: Sendable {
+    package static let shared = InterruptSignal()
     private let flag = Atomic(false)
     private let installed = Atomic(false)
 
     private let listeners = Locked<[AsyncStream<Void>.Continuation]>([])
 
-    var fired: Bool { flag.load(ordering: .relaxed) }
+    package var fired: Bool { flag.load(ordering: .relaxed) }
 
     /// `listener` is told when Ctrl-C (or SIGTERM) arrives.
     func notify(_ listener: AsyncStream<Void>.Continuation) {
@@ -492,7 +498,7 @@ final class InterruptSignal: Sendable {
         }
     }
 
-    func install() {
+    package func install() {
         guard !installed.exchange(true, ordering: .relaxed) else { return }
         // SIGHUP (the terminal closed) too: ffmpeg, in a process group of its own, would not
         // hear of it, and this process would die without stopping it.

@@ -2,13 +2,14 @@ import ArgumentParser
 import Foundation
 import Logging
 import Tessera
+import TesseraCLI
 import TesseraFleet
 
 /// `tessera fleet`: the fleet of `tessera serve --fleet` workers, seen from its database.
 struct FleetCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fleet",
-        abstract: "A fleet of tessera serve --fleet workers sharing one queue in PostgreSQL.",
+        abstract: CommandMain.ServerCommand.fleet.abstract,
         subcommands: [FleetStatusCommand.self, FleetAddCommand.self]
     )
 }

@@ -1,15 +1,15 @@
 import Foundation
 import Tessera
-import TesseraServer
+import TesseraEvents
 
 /// How a run reports: a live board on a terminal, a line per state change otherwise, or JSON
 /// lines. Every method may be called from any task; output is serialised.
-final class Display: Sendable {
-    enum Mode: Sendable {
+package final class Display: Sendable {
+    package enum Mode: Sendable {
         case live, lines, json, quiet
     }
 
-    let mode: Mode
+    package let mode: Mode
     private let state = Locked(State())
 
     private struct State {
@@ -24,7 +24,7 @@ final class Display: Sendable {
         var endingErrors: [DownloadTaskID: DownloadError] = [:]
     }
 
-    init(json: Bool, quiet: Bool) {
+    package init(json: Bool, quiet: Bool) {
         if json {
             mode = .json
         } else if quiet {
@@ -68,7 +68,7 @@ final class Display: Sendable {
     }
 
     /// An input that could not become a task: always one line, on standard error (and in JSON).
-    func inputError(_ input: String, _ error: DownloadError) {
+    package func inputError(_ input: String, _ error: DownloadError) {
         if mode == .json {
             emitJSON(["type": "input_error", "input": input, "code": error.code.description, "message": error.message])
         }
@@ -150,7 +150,7 @@ final class Display: Sendable {
     // MARK: Output
 
     /// A line above the live board (or just a line).
-    func permanent(_ line: String) {
+    package func permanent(_ line: String) {
         state.withLock { state in
             var text = mode == .live ? Self.clearBoard(&state, width: TerminalText.terminalWidth()) : ""
             text += Terminal.cleanLines(line) + "\n"
@@ -282,7 +282,7 @@ enum JSONEvent {
 }
 
 /// One line for any error: a `DownloadError`'s message, or the error's own description.
-func describe(_ error: any Error) -> String {
+package func describe(_ error: any Error) -> String {
     if let error = error as? DownloadError { return error.message }
     return (error as? LocalizedError)?.errorDescription ?? "\(error)"
 }
