@@ -56,16 +56,17 @@ public final class DirectEntity: PayloadEntity<DirectEntityPayload>, DownloadPar
     /// The payload's JSON, written directly (as `JSONEncoder` with sorted keys would read it):
     /// a list of thousands of URLs costs no encoder run per entity.
     public override func encodePayload() throws -> Data {
-        var text = "{"
+        var json = JSONText(capacity: 32 + (payload.fileName?.utf8.count ?? 0) + entityKey.utf8.count)
+        json.raw("{")
         if let fileName = payload.fileName {
-            text += #""fileName":"#
-            JSONText.append(fileName, to: &text)
-            text += ","
+            json.raw(#""fileName":"#)
+            json.string(fileName)
+            json.raw(",")
         }
-        text += #""url":"#
-        JSONText.append(payload.url.absoluteString, to: &text)
-        text += "}"
-        return Data(text.utf8)
+        json.raw(#""url":"#)
+        json.string(payload.url.absoluteString)
+        json.raw("}")
+        return Data(json.bytes)
     }
 
     /// A plain URL resolves to itself: a 404 is final, there is nothing fresher to ask for.

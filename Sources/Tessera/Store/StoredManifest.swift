@@ -3,8 +3,8 @@ import Foundation
 /// Manifests as the store keeps them. A plain download's manifest (one output made of one
 /// segment that has nothing but its URLs: what ``DirectEntity`` resolves to) is written as its
 /// few fields directly, `{"plain":{…}}`; any other as the JSON of its `Codable` form. Both read
-/// back to the manifest that was written: the plain form is used only when building the
-/// manifest again from its fields gives an equal one.
+/// back to the manifest that was written: the plain form is used only when every other field
+/// has its default, so that building the manifest again from its fields gives an equal one.
 ///
 /// A list of thousands of plain URLs then costs no `JSONEncoder` run per task.
 enum StoredManifest {
@@ -42,14 +42,23 @@ enum StoredManifest {
         }
 
         /// The fields of `manifest`, when it is a plain download's (built again from them, it is
-        /// equal); `nil` otherwise.
+        /// equal); `nil` otherwise. Every field the plain form leaves out is checked for its
+        /// default here, one by one (rebuilding the manifest to compare cost more than writing
+        /// it); `StoredManifestTests` fails when one of the three types gains a field.
         init?(_ manifest: DownloadManifest) {
-            guard manifest.outputs.count == 1, manifest.expiresAt == nil, manifest.outputs[0].segments.count == 1 else { return nil }
+            guard manifest.outputs.count == 1, manifest.expiresAt == nil, manifest.live == nil else { return nil }
             let output = manifest.outputs[0]
+            guard output.assembly == .concatenated, output.expectedSize == nil, output.checksum == nil, output.isSelected,
+                output.media == nil, output.segments.count == 1
+            else { return nil }
+            let segment = output.segments[0]
+            guard segment.range == nil, segment.expectedSize == nil, segment.checksum == nil, segment.headers.isEmpty,
+                segment.offset == nil, segment.name == nil, segment.encryption == nil
+            else { return nil }
             self.init(
-                name: output.name, urls: output.segments[0].urls, named: output.isNamedByResponse, title: manifest.title,
+                name: output.name, urls: segment.urls, named: output.isNamedByResponse, title: manifest.title,
                 source: manifest.sourceURL, metadata: manifest.metadata.isEmpty ? nil : manifest.metadata)
-            guard self.manifest == manifest else { return nil }
+            assert(self.manifest == manifest, "a field of DownloadManifest the plain form does not know")
         }
 
         init(name: String, urls: [URL], named: Bool, title: String?, source: URL?, metadata: [String: String]?) {
@@ -63,36 +72,37 @@ enum StoredManifest {
 
         /// `{"plain":{…}}`, written directly (keys in a fixed order).
         var json: String {
-            var text = #"{"plain":{"name":"#
-            JSONText.append(name, to: &text)
-            text += #","named":"#
-            text += named ? "true" : "false"
-            text += #","urls":["#
+            var json = JSONText(capacity: 96 + name.utf8.count + (title?.utf8.count ?? 0) + (urls.count + 1) * 160)
+            json.raw(#"{"plain":{"name":"#)
+            json.string(name)
+            json.raw(#","named":"#)
+            json.raw(named ? "true" : "false")
+            json.raw(#","urls":["#)
             for (index, url) in urls.enumerated() {
-                if index > 0 { text += "," }
-                JSONText.append(url.absoluteString, to: &text)
+                if index > 0 { json.raw(",") }
+                json.string(url.absoluteString)
             }
-            text += "]"
+            json.raw("]")
             if let title {
-                text += #","title":"#
-                JSONText.append(title, to: &text)
+                json.raw(#","title":"#)
+                json.string(title)
             }
             if let source {
-                text += #","source":"#
-                JSONText.append(source.absoluteString, to: &text)
+                json.raw(#","source":"#)
+                json.string(source.absoluteString)
             }
             if let metadata {
-                text += #","metadata":{"#
+                json.raw(#","metadata":{"#)
                 for (index, key) in metadata.keys.sorted().enumerated() {
-                    if index > 0 { text += "," }
-                    JSONText.append(key, to: &text)
-                    text += ":"
-                    JSONText.append(metadata[key]!, to: &text)
+                    if index > 0 { json.raw(",") }
+                    json.string(key)
+                    json.raw(":")
+                    json.string(metadata[key]!)
                 }
-                text += "}"
+                json.raw("}")
             }
-            text += "}}"
-            return text
+            json.raw("}}")
+            return json.text
         }
     }
 
@@ -101,42 +111,53 @@ enum StoredManifest {
     }
 }
 
-/// JSON text written by hand, where a `JSONEncoder` run would cost more than the value.
-enum JSONText {
+/// JSON text written by hand, where a `JSONEncoder` run would cost more than the value: bytes
+/// appended to one buffer (a `String` grown piece by piece cost more than the values it holds).
+struct JSONText {
+    /// The text's UTF-8 bytes.
+    private(set) var bytes: [UInt8] = []
+
+    /// An empty text with room for `capacity` bytes.
+    init(capacity: Int = 256) {
+        bytes.reserveCapacity(capacity)
+    }
+
+    /// The text.
+    var text: String { String(decoding: bytes, as: UTF8.self) }
+
+    /// Appends `text` as it is (punctuation, keys, literals).
+    mutating func raw(_ text: StaticString) {
+        text.withUTF8Buffer { bytes.append(contentsOf: $0) }
+    }
+
     /// Appends `value` as a JSON string: quotes, backslashes and control characters escaped
     /// (RFC 8259 §7), everything else as it is.
-    static func append(_ value: String, to text: inout String) {
-        text += "\""
-        // Most values (names, URLs) have nothing to escape: they go in whole (looked at as one
-        // run of bytes, not byte by byte through the string's view).
-        var whole = value
-        if whole.withUTF8({ bytes in !bytes.contains { $0 == 0x22 || $0 == 0x5C || $0 < 0x20 } }) {
-            text += whole
-            text += "\""
-            return
-        }
-        var start = value.utf8.startIndex
-        let utf8 = value.utf8
-        var index = start
-        while index != utf8.endIndex {
-            let byte = utf8[index]
-            if byte == 0x22 || byte == 0x5C || byte < 0x20 {
-                text += String(value[start..<index])
+    mutating func string(_ value: String) {
+        bytes.append(0x22)
+        var value = value
+        value.withUTF8 { utf8 in
+            // Most values (names, URLs) have nothing to escape: they go in as one run.
+            var start = 0
+            for index in utf8.indices {
+                let byte = utf8[index]
+                guard byte == 0x22 || byte == 0x5C || byte < 0x20 else { continue }
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start..<index]))
                 switch byte {
-                case 0x22: text += "\\\""
-                case 0x5C: text += "\\\\"
-                case 0x0A: text += "\\n"
-                case 0x0D: text += "\\r"
-                case 0x09: text += "\\t"
+                case 0x22: bytes.append(contentsOf: [0x5C, 0x22])
+                case 0x5C: bytes.append(contentsOf: [0x5C, 0x5C])
+                case 0x0A: bytes.append(contentsOf: [0x5C, 0x6E])
+                case 0x0D: bytes.append(contentsOf: [0x5C, 0x72])
+                case 0x09: bytes.append(contentsOf: [0x5C, 0x74])
                 default:
-                    let hex = String(byte, radix: 16)
-                    text += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+                    // \u00XX, lowercase hex as JSONEncoder writes it.
+                    let hex: StaticString = "0123456789abcdef"
+                    let digits = hex.utf8Start
+                    bytes.append(contentsOf: [0x5C, 0x75, 0x30, 0x30, digits[Int(byte >> 4)], digits[Int(byte & 0x0F)]])
                 }
-                start = utf8.index(after: index)
+                start = index + 1
             }
-            index = utf8.index(after: index)
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[start...]))
         }
-        text += String(value[start..<utf8.endIndex])
-        text += "\""
+        bytes.append(0x22)
     }
 }

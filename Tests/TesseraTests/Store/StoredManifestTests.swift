@@ -41,22 +41,68 @@ import Testing
             #expect(!text.hasPrefix(#"{"plain":"#), "\(text)")
             #expect(try StoredManifest.decode(Data(text.utf8)) == manifest)
         }
+        // Every field the plain form leaves out, set to other than its default, is kept.
+        var segmentChanges: [(inout DownloadSegment) throws -> Void] = [
+            { $0.range = ByteRange(offset: 0, length: 5) }, { $0.checksum = try Checksum(.sha256, hex: String(repeating: "cd", count: 32)) },
+            { $0.headers = ["Referer": "https://example.com/"] }, { $0.offset = 0 }, { $0.name = "part" },
+            { $0.encryption = SegmentEncryption(method: .aes128, keyURL: URL(string: "https://example.com/key")!, iv: Array(repeating: 1, count: 16)) },
+        ]
+        segmentChanges.append { $0.expectedSize = 3 }
+        var others: [DownloadManifest] = []
+        for change in segmentChanges {
+            var manifest = Self.plain()
+            var segment = manifest.outputs[0].segments[0]
+            try change(&segment)
+            manifest.outputs[0].segments = [segment]
+            others.append(manifest)
+        }
+        let outputChanges: [(inout DownloadOutput) -> Void] = [
+            { $0.assembly = .pieces }, { $0.expectedSize = 9 }, { $0.isSelected = false },
+            { $0.media = MediaInfo(kind: .video) }, { $0.segments = SegmentList([DownloadSegment(url: Self.url), DownloadSegment(url: Self.url)]) },
+        ]
+        for change in outputChanges {
+            var manifest = Self.plain()
+            change(&manifest.outputs[0])
+            others.append(manifest)
+        }
+        var live = Self.plain()
+        live.live = LiveManifestInfo(kind: "hls", targetDuration: 4, windowSegments: 5)
+        others.append(live)
+        for manifest in others {
+            let text = try StoredManifest.encode(manifest)
+            #expect(!text.hasPrefix(#"{"plain":"#), "\(text)")
+            #expect(try StoredManifest.decode(Data(text.utf8)) == manifest)
+        }
         // Mirrors are URLs too: still plain.
         #expect(try StoredManifest.decode(Data(StoredManifest.encode(mirrors).utf8)) == mirrors)
     }
 
+    /// The plain form checks each field it leaves out: a field added to one of these types
+    /// must be added to that check (`StoredManifest.Plain.init?`) and to the list here.
+    @Test func thePlainFormKnowsEveryFieldOfAManifest() {
+        let manifest = Self.plain()
+        #expect(Mirror(reflecting: manifest).children.map(\.label) == ["title", "outputs", "expiresAt", "sourceURL", "metadata", "live"])
+        #expect(Mirror(reflecting: manifest.outputs[0]).children.map(\.label) == [
+            "name", "assembly", "segments", "expectedSize", "checksum", "isSelected", "media", "isNamedByResponse",
+        ])
+        #expect(Mirror(reflecting: manifest.outputs[0].segments[0]).children.map(\.label) == [
+            "urls", "range", "expectedSize", "checksum", "headers", "offset", "name", "encryption",
+        ])
+    }
+
     @Test func jsonTextEscapesWhatJSONNeedsAndNothingElse() throws {
-        var text = ""
-        JSONText.append("a\"b\\c\u{0}\u{1f}\n\r\t/é😀", to: &text)
+        var json = JSONText()
+        json.string("a\"b\\c\u{0}\u{1f}\n\r\t/é😀")
+        let text = json.text
         #expect(text == #""a\"b\\c\u0000\u001f\n\r\t/é😀""#)
         let decoded = try JSONDecoder().decode(String.self, from: Data(text.utf8))
         #expect(decoded == "a\"b\\c\u{0}\u{1f}\n\r\t/é😀")
         // Values with nothing to escape (most: names, URLs) and with one thing to escape, at
         // either end, read back as they were.
         for value in ["", "https://example.com/a b/é😀?x=1&y=%22", "\"", "x\\", "\u{7f}\u{1f}x"] {
-            var text = ""
-            JSONText.append(value, to: &text)
-            #expect(try JSONDecoder().decode(String.self, from: Data(text.utf8)) == value, "\(text)")
+            var json = JSONText(capacity: 0)
+            json.string(value)
+            #expect(try JSONDecoder().decode(String.self, from: Data(json.bytes)) == value, "\(json.text)")
         }
     }
 
