@@ -78,7 +78,7 @@ package enum CommandMain {
         }
         do {
             let arguments = try ConfigFile.expand(arguments)
-            var command = try root.parseAsRoot(arguments)
+            var command = try directlyParsed(arguments, commands: root.configuration.subcommands) ?? root.parseAsRoot(arguments)
             if var asynchronous = command as? any AsyncParsableCommand {
                 try await asynchronous.run()
             } else {
@@ -104,6 +104,25 @@ package enum CommandMain {
             Terminal.errLines("tessera: \(root.message(for: error))")
             Foundation.exit(1)
         }
+    }
+
+    /// The command a command line names first (`get …`), parsed by that command alone, when it
+    /// takes the rest as it is; `nil` otherwise. argument-parser, parsing from the root, builds
+    /// the named command's whole set of options three times over before parsing it (it asks
+    /// whether the command captures all remaining input, twice, then checks for a completion
+    /// script request): 24 M of a one-file `get`'s 63 M instructions, at every start. A command
+    /// line the command alone refuses (`--help`, `--version`, a mistake) is parsed again from
+    /// the root, which words the answer as it always has (`USAGE: tessera get …`).
+    static func directlyParsed(_ arguments: [String], commands: [any ParsableCommand.Type]) -> (any ParsableCommand)? {
+        guard let name = arguments.first,
+            let command = commands.first(where: { $0.configuration.commandName == name }),
+            command.configuration.subcommands.isEmpty
+        else { return nil }
+        // (Asked for help, argument-parser gives its help command instead: left to the root too.)
+        guard let parsed = try? command.parseAsRoot(Array(arguments.dropFirst())),
+            ObjectIdentifier(type(of: parsed)) == ObjectIdentifier(command)
+        else { return nil }
+        return parsed
     }
 
     /// For a first argument that is no command but close to one (`gte`): the line that says
