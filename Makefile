@@ -66,6 +66,13 @@ define ensure_packages
 	fi
 endef
 
+# Both executables of the command line (`$(1)`: the build's flags, e.g. $(RELEASE)): `tessera`,
+# and `tessera-server`, which its `serve`, `fleet` and `demo` hand over to.
+define build_cli
+	$(SWIFT) build $(1) --product tessera
+	$(SWIFT) build $(1) --product tessera-server
+endef
+
 deps:
 	$(call ensure_packages,$(BUILD_PACKAGES))
 
@@ -85,8 +92,7 @@ PREFIX ?= /usr/local
 # with the same flags: its plugin rebuilt every product with the default flags over the release
 # build, and the binary installed was that one, not the static one.)
 install: deps
-	$(SWIFT) build $(RELEASE) --product tessera
-	$(SWIFT) build $(RELEASE) --product tessera-server
+	$(call build_cli,$(RELEASE))
 	$(SWIFT) build $(RELEASE) --product generate-manual
 	bin="$$($(SWIFT) build -c release --show-bin-path)" && root="$(DESTDIR)$(PREFIX)" && \
 	mkdir -p .build/manual && "$$bin/generate-manual" "$$bin/tessera" --output-directory .build/manual && \
@@ -101,8 +107,7 @@ install: deps
 
 demo: deps
 	$(call ensure_packages,$(MEDIA_PACKAGES))
-	$(SWIFT) build --product tessera
-	$(SWIFT) build --product tessera-server
+	$(call build_cli,)
 	$$($(SWIFT) build --show-bin-path)/tessera demo
 	@echo "Next: the same downloads from a daemon that aria2's RPC clients (aria2p, AriaNg) drive, with a live dashboard:"
 	@echo "  $$($(SWIFT) build --show-bin-path)/tessera serve --rpc-secret SECRET    then open http://127.0.0.1:6800/ (README: The daemon)"
@@ -144,8 +149,7 @@ SERVE_VENV := .build/serve-acceptance/venv
 SERVE_PYTHON_REQUIREMENTS := aria2p==0.12.3
 serve-check: deps
 	$(call ensure_packages,$(SERVE_PACKAGES))
-	$(SWIFT) build --product tessera
-	$(SWIFT) build --product tessera-server
+	$(call build_cli,)
 	@if [ "$$(cat $(SERVE_VENV)/requirements.txt 2>/dev/null)" != "$(SERVE_PYTHON_REQUIREMENTS)" ]; then \
 		echo "serve-check: creating $(SERVE_VENV) with $(SERVE_PYTHON_REQUIREMENTS)"; \
 		python3 -m venv $(SERVE_VENV) && \
@@ -182,8 +186,7 @@ check: deps
 # their own on 127.0.0.1, one SIGKILLed mid-download; every file verified, the takeover printed.
 fleet-demo: deps
 	$(call ensure_packages,$(FLEET_PACKAGES))
-	$(SWIFT) build --product tessera
-	$(SWIFT) build --product tessera-server
+	$(call build_cli,)
 	$(SWIFT) build --product tessera-fleet-bench
 	bin="$$($(SWIFT) build --show-bin-path)" && "$$bin/tessera-fleet-bench" demo --tessera "$$bin/tessera"
 
@@ -191,8 +194,7 @@ fleet-demo: deps
 # 2 s lease and with the defaults, enqueue to first byte (p50), claims/s with 100,000 queued.
 fleet-bench: deps
 	$(call ensure_packages,$(FLEET_PACKAGES))
-	$(SWIFT) build $(RELEASE) --product tessera
-	$(SWIFT) build $(RELEASE) --product tessera-server
+	$(call build_cli,$(RELEASE))
 	$(SWIFT) build $(RELEASE) --product tessera-fleet-bench
 	bin="$$($(SWIFT) build -c release --show-bin-path)" && "$$bin/tessera-fleet-bench" bench --tessera "$$bin/tessera"
 

@@ -9,23 +9,27 @@ struct TesseraCommand: ParsableCommand {
         subcommands: CommandMain.downloadCommands + [DemoEntry.self, ServeEntry.self, FleetEntry.self])
 }
 
-/// `tessera demo` as `tessera --help` lists it (run by `tessera-server`).
-struct DemoEntry: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "demo", abstract: CommandMain.ServerCommand.demo.abstract)
+/// A command `tessera-server` runs, as `tessera --help` lists it: its name and abstract. Its
+/// command lines are handed over before they are parsed here (`Main`); one that reached `run`
+/// would be handed over too.
+protocol ServerEntry: ParsableCommand {
+    static var command: CommandMain.ServerCommand { get }
+}
+
+extension ServerEntry {
+    static var configuration: CommandConfiguration {
+        CommandConfiguration(commandName: command.rawValue, abstract: command.abstract)
+    }
+
     func run() throws { ServerExecutable.handOver(CommandLine.arguments) }
 }
 
-/// `tessera serve` as `tessera --help` lists it (run by `tessera-server`).
-struct ServeEntry: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "serve", abstract: CommandMain.ServerCommand.serve.abstract)
-    func run() throws { ServerExecutable.handOver(CommandLine.arguments) }
-}
-
-/// `tessera fleet` as `tessera --help` lists it (run by `tessera-server`).
-struct FleetEntry: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "fleet", abstract: CommandMain.ServerCommand.fleet.abstract)
-    func run() throws { ServerExecutable.handOver(CommandLine.arguments) }
-}
+/// `tessera demo`.
+struct DemoEntry: ServerEntry { static let command = CommandMain.ServerCommand.demo }
+/// `tessera serve`.
+struct ServeEntry: ServerEntry { static let command = CommandMain.ServerCommand.serve }
+/// `tessera fleet`.
+struct FleetEntry: ServerEntry { static let command = CommandMain.ServerCommand.fleet }
 
 @main
 enum Main {
