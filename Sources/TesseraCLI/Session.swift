@@ -206,8 +206,14 @@ package struct InputResolver {
     /// and APIs use. `…/file.iso` is a file: no request before the download (a list of
     /// thousands of plain URLs starts at once, as with aria2c).
     static func mayBeManifest(_ url: URL) -> Bool {
-        let name = url.lastPathComponent
-        guard let dot = name.lastIndex(of: "."), dot != name.startIndex else { return true }
+        let name = ResponseNaming.lastPathComponent(of: url)
+        guard let dot = name.utf8.lastIndex(of: UInt8(ascii: ".")), dot != name.startIndex else { return true }
+        let tail = name.utf8[name.utf8.index(after: dot)...]
+        if tail.allSatisfy({ $0 < 0x80 }) {
+            // (ASCII, as nearly every extension is: told by its bytes, without Unicode's tables.)
+            guard (1...5).contains(tail.count), tail.allSatisfy({ $0 < 0x80 && isalnum(Int32($0)) != 0 }) else { return true }
+            return ambiguousExtensions.contains(String(decoding: tail.map { $0 | 0x20 }, as: UTF8.self))
+        }
         let ext = name[name.index(after: dot)...].lowercased()
         guard (1...5).contains(ext.count), ext.allSatisfy({ $0.isLetter || $0.isNumber }) else { return true }
         return ambiguousExtensions.contains(ext)

@@ -47,7 +47,7 @@ public final class DirectEntity: PayloadEntity<DirectEntityPayload>, DownloadPar
         }
         let key = url.absoluteString
         // (The last path component is read once: Foundation parses and decodes it at each call.)
-        let title = fileName ?? { let last = url.lastPathComponent; return last.isEmpty ? key : last }()
+        let title = fileName ?? { let last = ResponseNaming.lastPathComponent(of: url); return last.isEmpty ? key : last }()
         self.init(
             payload: DirectEntityPayload(url: url, fileName: fileName), entityKey: key, title: title,
             destinationDirectory: destinationDirectory)

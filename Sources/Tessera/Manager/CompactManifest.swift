@@ -7,7 +7,11 @@ import Foundation
 /// kept compact, a list of 100,000 finished files spares most of that.
 ///
 /// As with the store's plain form (``StoredManifest``), a manifest is made compact only when
-/// building it again from the fields gives an equal one.
+/// building it again from the fields gives an equal one: every field the compact form leaves
+/// out is checked for its default, one by one, and its URLs must stand alone (no base URL), so
+/// their text parses back to equal URLs (`CompactManifestTests`; an `assert` checks the round
+/// trip in debug builds). Rebuilding the manifest to compare cost more than the rest of a
+/// finished file's bookkeeping on the manager's actor.
 final class CompactManifest {
     let title: String?
     let name: String
@@ -28,7 +32,7 @@ final class CompactManifest {
         let output = manifest.outputs[0]
         guard output.assembly == .concatenated, output.isSelected, output.media == nil, output.segments.count == 1,
             case let segment = output.segments[0], segment.range == nil, segment.headers.isEmpty, segment.offset == nil,
-            segment.name == nil, segment.encryption == nil
+            segment.name == nil, segment.encryption == nil, segment.urls.allSatisfy({ $0.baseURL == nil })
         else { return nil }
         title = manifest.title
         name = output.name
@@ -40,7 +44,7 @@ final class CompactManifest {
         segmentChecksum = segment.checksum
         sourceURL = manifest.sourceURL
         metadata = manifest.metadata
-        guard self.manifest == manifest else { return nil }
+        assert(self.manifest == manifest, "a field of DownloadManifest the compact form does not know")
     }
 
     /// The manifest these fields stand for.

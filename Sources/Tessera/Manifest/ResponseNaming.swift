@@ -17,10 +17,36 @@ public enum ResponseNaming {
         // A directory URL ("…/dir/") names no file, as wget and aria2c see it. (Its path's last
         // byte tells, as `hasDirectoryPath` would, which parses the path again; a last component
         // "." or "..", a directory there too, sanitizes to nothing, so to the same fallback.)
-        let last = url.lastPathComponent  // already percent-decoded
+        let last = lastPathComponent(of: url)  // already percent-decoded
         if !last.isEmpty, last != "/", url.path(percentEncoded: true).utf8.last != UInt8(ascii: "/") {
             return SafePath.sanitizedFileName(last, fallback: "index.html")
         }
         return "index.html"
+    }
+
+    /// `url.lastPathComponent`, read straight from the path where that is plain: a last
+    /// component after the path's last `/` with no `%` (nothing to decode) or `;` in it. Foundation
+    /// parses and decodes the path again at each call; a list of plain URLs asks four times a
+    /// file (the entity's title, the manifest probe, the output's name, the response's).
+    /// Any other path is left to Foundation (`ResponseNamingTests` compares the two).
+    public static func lastPathComponent(of url: URL) -> String {
+        var path = url.path(percentEncoded: true)
+        let plain = path.withUTF8 { bytes -> String? in
+            // From the end back to the last `/`: the component, if nothing in it needs Foundation.
+            var index = bytes.count - 1
+            guard index >= 0, bytes[index] != UInt8(ascii: "/") else { return nil }
+            while index >= 0 {
+                switch bytes[index] {
+                case UInt8(ascii: "/"):
+                    return String(decoding: UnsafeBufferPointer(rebasing: bytes[(index + 1)...]), as: UTF8.self)
+                case UInt8(ascii: "%"), UInt8(ascii: ";"):
+                    return nil
+                default:
+                    index -= 1
+                }
+            }
+            return nil
+        }
+        return plain ?? url.lastPathComponent
     }
 }

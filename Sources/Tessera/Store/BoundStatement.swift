@@ -9,7 +9,8 @@ import GRDBSQLite
 /// count against the statement's and binds them in a closure nested once per value. On a list of
 /// 2,000 small files that was half of the store's instructions and a tenth of the whole
 /// command's. Here the count is checked once, when the statement runs, and the values are bound
-/// as SQLite copies them (`SQLITE_TRANSIENT`), exactly as GRDB binds them.
+/// as SQLite copies them (`SQLITE_TRANSIENT`): text from its UTF-8 bytes and length
+/// (``bind(_:)-(String?)``), other values as GRDB binds them.
 struct BoundStatement {
     private let statement: Statement
     private var count: CInt = 0
@@ -32,6 +33,32 @@ struct BoundStatement {
         // (Binding reaches no file: it fails for an index out of range, which `execute()` reports
         // as a wrong count, or a value too large for SQLite.)
         if code != SQLITE_OK, failure == nil { failure = code }
+    }
+
+    /// Binds the next text (`nil` as SQL NULL) from the string's own UTF-8 bytes, with their
+    /// length. GRDB's binding passes the string as a C string: a short string (15 bytes or fewer,
+    /// as most of a task's text fields are: its type, state, mode) has no terminating NUL in
+    /// memory, so each bind copied it into a new array first, and SQLite then measured it.
+    mutating func bind(_ value: String?) {
+        guard var value else { return bind(Int?.none) }
+        count += 1
+        let index = count
+        let statement = statement.sqliteStatement
+        let code = value.withUTF8 { bytes -> CInt in
+            // (An empty buffer may have no address, which SQLite would bind as NULL.)
+            guard let base = bytes.baseAddress, bytes.count > 0 else {
+                return sqlite3_bind_text(statement, index, "", 0, Self.transient)
+            }
+            return base.withMemoryRebound(to: CChar.self, capacity: bytes.count) {
+                sqlite3_bind_text(statement, index, $0, CInt(clamping: bytes.count), Self.transient)
+            }
+        }
+        if code != SQLITE_OK, failure == nil { failure = code }
+    }
+
+    /// SQLite's `SQLITE_TRANSIENT`: it copies the bytes before the call returns.
+    private static var transient: sqlite3_destructor_type {
+        unsafeBitCast(OpaquePointer(bitPattern: -1), to: sqlite3_destructor_type.self)
     }
 
     /// Runs the statement once with the values bound.

@@ -317,4 +317,17 @@ import Testing
         let error = #expect(throws: DownloadError.self) { try URLSafety.resolve("seg/1.m4s", against: nil) }
         #expect(error?.code == .unsafeInput || error?.code == .manifestInvalid)
     }
+
+    @Test func joiningPutsOneSlashBetween() {
+        #expect(SafePath.join("/a/b", "c/d.bin") == "/a/b/c/d.bin")
+        #expect(SafePath.join("/a/b/", "c") == "/a/b/c")
+        #expect(SafePath.join("", "c") == "c")
+        #expect(SafePath.join("/a", "") == "/a")
+        #expect(SafePath.join("/", "x") == "/x")
+        #expect(SafePath.join("d", "é 😀.bin") == "d/é 😀.bin")
+        let long = String(repeating: "ä", count: 300)
+        #expect(SafePath.join(long, long) == long + "/" + long)
+        // A bridged or substring-made string, not native UTF-8, joins the same.
+        #expect(SafePath.join(String(Substring("dir/x").prefix(3)), "f") == "dir/f")
+    }
 }

@@ -78,7 +78,8 @@ import Testing
     }
 
     /// The plain form checks each field it leaves out: a field added to one of these types
-    /// must be added to that check (`StoredManifest.Plain.init?`) and to the list here.
+    /// must be added to that check (`StoredManifest.Plain.init?`), to the compact form's
+    /// (`CompactManifest.init?`, `CompactManifestTests`) and to the list here.
     @Test func thePlainFormKnowsEveryFieldOfAManifest() {
         let manifest = Self.plain()
         #expect(Mirror(reflecting: manifest).children.map(\.label) == ["title", "outputs", "expiresAt", "sourceURL", "metadata", "live"])
