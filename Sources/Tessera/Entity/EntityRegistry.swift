@@ -171,6 +171,10 @@ public struct EntityInput: Sendable {
     /// `text` without the white space and line breaks around it (as `trimmingCharacters(in:
     /// .whitespacesAndNewlines)`, without a trip through `NSString` per input).
     static func trimmed(_ text: String) -> String {
+        // Nothing to trim when both ends are visible ASCII (as a URL's are).
+        if let first = text.utf8.first, let last = text.utf8.last, (0x21...0x7e).contains(first), (0x21...0x7e).contains(last) {
+            return text
+        }
         let scalars = text.unicodeScalars
         let space = CharacterSet.whitespacesAndNewlines
         guard let first = scalars.firstIndex(where: { !space.contains($0) }) else { return "" }
@@ -272,9 +276,11 @@ public struct EntityMatcher: Sendable {
 
     /// The extension of the URL's path as sent (percent-encoded), or `nil`.
     static func pathExtension(of url: URL) -> Substring? {
+        // (Percent-encoded, the path is ASCII: its bytes are its characters.)
         let path = url.path(percentEncoded: true)
-        guard let dot = path.lastIndex(of: "."), path[dot...].firstIndex(of: "/") == nil else { return nil }
-        return path[path.index(after: dot)...]
+        let bytes = path.utf8
+        guard let dot = bytes.lastIndex(of: UInt8(ascii: ".")), !bytes[dot...].contains(UInt8(ascii: "/")) else { return nil }
+        return path[bytes.index(after: dot)...]
     }
 
     func acceptsScheme(_ scheme: String) -> Bool {

@@ -88,9 +88,20 @@ enum RegistryTestUnnamed {
     @Test func inputsAreTrimmedAsFoundationTrimsThem() {
         for text in [
             "", " ", "a", " a ", "\t\r\nhttps://x/a b\r\n", "\u{00A0}x\u{2028}", "\u{3000}x y\u{2029}\u{0085}", "é", "\r\n",
-            " \u{200B}x\u{200B} ", "x\u{1680}",
+            " \u{200B}x\u{200B} ", "x\u{1680}", "https://example.com/a.bin", "~x~", "x\u{7f}", "\u{7f}x", "https://x/ \u{00A0}",
         ] {
             #expect(EntityInput.trimmed(text) == text.trimmingCharacters(in: .whitespacesAndNewlines), "\(Array(text.unicodeScalars))")
+        }
+    }
+
+    @Test func aURLsExtensionIsReadFromItsEncodedPath() {
+        let cases: [(String, String?)] = [
+            ("https://example.com/a/b.m3u8?x=.mpd", "m3u8"), ("https://example.com/a.b/c", nil), ("https://example.com/a", nil),
+            ("https://example.com/v.MPD", "MPD"), ("https://example.com/%C3%A9.mpd", "mpd"), ("https://example.com/x.%C3%A9", "%C3%A9"),
+            ("https://example.com/a.", ""), ("https://example.com/", nil), ("https://example.com", nil), ("https://example.com/.hidden", "hidden"),
+        ]
+        for (text, expected) in cases {
+            #expect(EntityMatcher.pathExtension(of: URL(string: text)!).map(String.init) == expected, "\(text)")
         }
     }
 
