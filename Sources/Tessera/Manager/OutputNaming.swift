@@ -54,7 +54,8 @@ struct OutputNaming {
             }
             let output = result.manifest.outputs[index]
             let original = output.name
-            let key = Self.originalNameKey(index)
+            // (Made when it is used: most outputs keep their names, and a list of files names thousands.)
+            var key: String { Self.originalNameKey(index) }
             if let previous, index < previous.outputs.count {
                 let earlierOriginal = previous.metadata[key] ?? previous.outputs[index].name
                 if earlierOriginal == original || (output.isNamedByResponse && previous.outputs[index].isNamedByResponse) {
@@ -71,7 +72,8 @@ struct OutputNaming {
                 number += 1
                 candidate = OutputClaims.numbered(original, number)
             }
-            assigned.insert(candidate)
+            // (A manifest of one output, as most are, has no other name to keep apart from.)
+            if fresh.outputs.count > 1 { assigned.insert(candidate) }
             if candidate != original {
                 result.manifest.outputs[index].name = candidate
                 result.manifest.metadata[key] = original
