@@ -43,17 +43,22 @@ final class OutputClaims: Sendable {
         path: (String) -> String
     ) -> (name: String, path: String) {
         holders.withLock { holders in
-            if let current, holders[current] == id { holders[current] = nil }
             var candidate = original
+            var candidatePath = path(candidate)
+            // The name held already (a server naming the file as its URL does): kept as it is.
+            if let current, candidatePath == current, holders[current] == id, !taken.contains(current) {
+                return (candidate, candidatePath)
+            }
+            if let current, holders[current] == id { holders[current] = nil }
             var number = 0
             while true {
-                let candidatePath = path(candidate)
                 if holders[candidatePath] == nil || holders[candidatePath] == id, !taken.contains(candidatePath) {
                     holders[candidatePath] = id
                     return (candidate, candidatePath)
                 }
                 number += 1
                 candidate = Self.numbered(original, number)
+                candidatePath = path(candidate)
             }
         }
     }

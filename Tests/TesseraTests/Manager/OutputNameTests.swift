@@ -4,6 +4,25 @@ import Testing
 import TesseraTesting
 
 @Suite(.timeLimit(.minutes(2))) struct OutputNameTests {
+    @Test func aClaimKeepsItsNameOrTakesTheFirstFreeOne() {
+        let claims = OutputClaims()
+        let (one, two) = (TaskHandle(1), TaskHandle(2))
+        let path: (String) -> String = { "/d/" + $0 }
+        #expect(claims.claimFirstFree("a.bin", for: one, releasing: nil, taken: []) { path($0) } == ("a.bin", "/d/a.bin"))
+        // The same name again (a response naming the file as its URL does): kept.
+        #expect(claims.claimFirstFree("a.bin", for: one, releasing: "/d/a.bin", taken: []) { path($0) } == ("a.bin", "/d/a.bin"))
+        #expect(claims.holder(of: "/d/a.bin") == one)
+        // Another task asking for it gets the next free name.
+        #expect(claims.claimFirstFree("a.bin", for: two, releasing: nil, taken: []) { path($0) } == ("a.1.bin", "/d/a.1.bin"))
+        // Found occupied on disk: the holder moves on, letting go of its name.
+        #expect(claims.claimFirstFree("a.bin", for: one, releasing: "/d/a.bin", taken: ["/d/a.bin"]) { path($0) } == ("a.2.bin", "/d/a.2.bin"))
+        #expect(claims.holder(of: "/d/a.bin") == nil)
+        // Another name: the old one is let go.
+        #expect(claims.claimFirstFree("b.bin", for: two, releasing: "/d/a.1.bin", taken: []) { path($0) } == ("b.bin", "/d/b.bin"))
+        #expect(claims.holder(of: "/d/a.1.bin") == nil)
+        #expect(claims.holder(of: "/d/b.bin") == two)
+    }
+
     @Test func numberedNamesGoBeforeTheExtension() {
         #expect(OutputClaims.numbered("file.bin", 1) == "file.1.bin")
         #expect(OutputClaims.numbered("dir.v2/file", 3) == "dir.v2/file.3")
