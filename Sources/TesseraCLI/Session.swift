@@ -208,14 +208,11 @@ package struct InputResolver {
     static func mayBeManifest(_ url: URL) -> Bool {
         let name = ResponseNaming.lastPathComponent(of: url)
         guard let dot = name.utf8.lastIndex(of: UInt8(ascii: ".")), dot != name.startIndex else { return true }
-        let tail = name.utf8[name.utf8.index(after: dot)...]
-        if tail.allSatisfy({ $0 < 0x80 }) {
-            // (ASCII, as nearly every extension is: told by its bytes, without Unicode's tables.)
-            guard (1...5).contains(tail.count), tail.allSatisfy({ $0 < 0x80 && isalnum(Int32($0)) != 0 }) else { return true }
-            return ambiguousExtensions.contains(String(decoding: tail.map { $0 | 0x20 }, as: UTF8.self))
-        }
-        let ext = name[name.index(after: dot)...].lowercased()
-        guard (1...5).contains(ext.count), ext.allSatisfy({ $0.isLetter || $0.isNumber }) else { return true }
+        let ext = name[name.utf8.index(after: dot)...].lowercased()
+        // (An ASCII extension, as nearly every one is, is told by its bytes, without Unicode's tables.)
+        let isWord = ext.utf8.allSatisfy { $0 < 0x80 }
+            ? ext.utf8.allSatisfy { isalnum(Int32($0)) != 0 } : ext.allSatisfy { $0.isLetter || $0.isNumber }
+        guard (1...5).contains(ext.count), isWord else { return true }
         return ambiguousExtensions.contains(ext)
     }
 

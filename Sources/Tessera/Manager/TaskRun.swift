@@ -613,9 +613,9 @@ final class TaskRun: Sendable {
     /// The scheduler's name for a URL's host: `host:port`.
     static func hostKey(_ url: URL) -> String {
         let host = url.host ?? ""
-        let port = url.port ?? (url.scheme.map { $0.utf8.elementsEqual("https".utf8) || $0.lowercased() == "https" } == true ? 443 : 80)
+        let port = url.port ?? (url.scheme?.caseInsensitiveEquals("https") == true ? 443 : 80)
         // (Built once: a host that is lowercase ASCII, as nearly all are, is not lowercased again.)
-        let lower = host.utf8.allSatisfy { $0 < 0x80 && !(UInt8(ascii: "A")...UInt8(ascii: "Z")).contains($0) } ? host : host.lowercased()
+        let lower = host.utf8.allSatisfy { $0 < 0x80 && $0.asciiLowercased == $0 } ? host : host.lowercased()
         var key = lower
         key.reserveCapacity(lower.utf8.count + 6)
         key.append(":")

@@ -17,8 +17,9 @@ public enum ResponseNaming {
         // A directory URL ("…/dir/") names no file, as wget and aria2c see it. (Its path's last
         // byte tells, as `hasDirectoryPath` would, which parses the path again; a last component
         // "." or "..", a directory there too, sanitizes to nothing, so to the same fallback.)
-        let last = lastPathComponent(of: url)  // already percent-decoded
-        if !last.isEmpty, last != "/", url.path(percentEncoded: true).utf8.last != UInt8(ascii: "/") {
+        let path = url.path(percentEncoded: true)
+        let last = lastPathComponent(of: url, path: path)  // already percent-decoded
+        if !last.isEmpty, last != "/", path.utf8.last != UInt8(ascii: "/") {
             return SafePath.sanitizedFileName(last, fallback: "index.html")
         }
         return "index.html"
@@ -30,7 +31,13 @@ public enum ResponseNaming {
     /// file (the entity's title, the manifest probe, the output's name, the response's).
     /// Any other path is left to Foundation (`ResponseNamingTests` compares the two).
     public static func lastPathComponent(of url: URL) -> String {
-        var path = url.path(percentEncoded: true)
+        lastPathComponent(of: url, path: url.path(percentEncoded: true))
+    }
+
+    /// ``lastPathComponent(of:)`` given the URL's percent-encoded path (read once by a caller
+    /// that needs it too).
+    private static func lastPathComponent(of url: URL, path: String) -> String {
+        var path = path
         let plain = path.withUTF8 { bytes -> String? in
             // From the end back to the last `/`: the component, if nothing in it needs Foundation.
             var index = bytes.count - 1

@@ -101,24 +101,21 @@ public enum SafePath {
         guard !directory.isEmpty else { return relative }
         // One allocation, the bytes copied in (appending to a `String` costs more than the
         // copy; paths are joined about twenty times a file).
-        let slash = directory.utf8.last != UInt8(ascii: "/")
-        let joined = directory.utf8.withContiguousStorageIfAvailable { head in
-            relative.utf8.withContiguousStorageIfAvailable { tail in
-                String(unsafeUninitializedCapacity: head.count + (slash ? 1 : 0) + tail.count) { buffer in
-                    var end = buffer.baseAddress!
-                    end.initialize(from: head.baseAddress!, count: head.count)
-                    end += head.count
+        var (head, tail) = (directory, relative)
+        let slash = head.utf8.last != UInt8(ascii: "/")
+        let count = head.utf8.count + (slash ? 1 : 0) + tail.utf8.count
+        return head.withUTF8 { head in
+            tail.withUTF8 { tail in
+                String(unsafeUninitializedCapacity: count) { buffer in
+                    var end = buffer.initialize(fromContentsOf: head)
                     if slash {
-                        end.initialize(to: UInt8(ascii: "/"))
+                        buffer[end] = UInt8(ascii: "/")
                         end += 1
                     }
-                    end.initialize(from: tail.baseAddress!, count: tail.count)
-                    return head.count + (slash ? 1 : 0) + tail.count
+                    return end + UnsafeMutableBufferPointer(rebasing: buffer[end...]).initialize(fromContentsOf: tail)
                 }
             }
         }
-        if let joined = joined ?? nil { return joined }
-        return directory + (slash ? "/" : "") + relative
     }
 
     static func printable(_ text: String) -> String { UntrustedText.printable(text, marksCut: false) }

@@ -28,11 +28,7 @@ struct BoundStatement {
     /// Binds the next value (`nil` as SQL NULL).
     mutating func bind<Value: StatementBinding>(_ value: Value?) {
         count += 1
-        let code = value.map { $0.bind(to: statement.sqliteStatement, at: count) }
-            ?? sqlite3_bind_null(statement.sqliteStatement, count)
-        // (Binding reaches no file: it fails for an index out of range, which `execute()` reports
-        // as a wrong count, or a value too large for SQLite.)
-        if code != SQLITE_OK, failure == nil { failure = code }
+        note(value.map { $0.bind(to: statement.sqliteStatement, at: count) } ?? sqlite3_bind_null(statement.sqliteStatement, count))
     }
 
     /// Binds the next text (`nil` as SQL NULL) from the string's own UTF-8 bytes, with their
@@ -40,8 +36,8 @@ struct BoundStatement {
     /// as most of a task's text fields are: its type, state, mode) has no terminating NUL in
     /// memory, so each bind copied it into a new array first, and SQLite then measured it.
     mutating func bind(_ value: String?) {
-        guard var value else { return bind(Int?.none) }
         count += 1
+        guard var value else { return note(sqlite3_bind_null(statement.sqliteStatement, count)) }
         let index = count
         let statement = statement.sqliteStatement
         let code = value.withUTF8 { bytes -> CInt in
@@ -53,6 +49,12 @@ struct BoundStatement {
                 sqlite3_bind_text(statement, index, $0, CInt(clamping: bytes.count), Self.transient)
             }
         }
+        note(code)
+    }
+
+    /// Keeps the first bind that failed. (Binding reaches no file: it fails for an index out of
+    /// range, which `execute()` reports as a wrong count, or a value too large for SQLite.)
+    private mutating func note(_ code: CInt) {
         if code != SQLITE_OK, failure == nil { failure = code }
     }
 
