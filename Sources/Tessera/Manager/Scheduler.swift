@@ -167,6 +167,15 @@ struct Scheduler: Sendable {
         var cap: Int?
         /// Whether the task is counted in ``Scheduler/activeCount`` (running and active).
         var countedActive = false
+        /// Whether the task is counted in ``Scheduler/manyWanting`` (running, wanting more than
+        /// one slot in all).
+        var countedMany = false
+        /// Whether the task is in ``Scheduler/oneSlotWaiting`` (running, wanting one slot in all
+        /// and waiting for it).
+        var inOneSlotWaiting = false
+        /// Whether the task is in ``Scheduler/shareDue`` (running, wanting one slot in all, not
+        /// yet told its share of one).
+        var inShareDue = false
 
         var isRunning: Bool { state.isRunning }
         /// Resolving, or downloading with segments waiting: holds a task slot.
@@ -181,21 +190,40 @@ struct Scheduler: Sendable {
     /// Whether slots are handed out by ``grantSingleSlots(into:)`` when every running task wants
     /// one (tests turn it off to compare it with the general rule).
     var singleSlotFastPath = true
+    /// Running tasks that want more than one slot in all (held and waiting): while there is one,
+    /// slots go by the general rule.
+    private(set) var manyWanting = 0
+    /// Running tasks that want one slot in all and wait for it, in the order they get it:
+    /// heaviest first, then the earlier added. Kept as their counts change (``reindex(_:)``), so
+    /// an event costs what it grants, not a walk over every running task.
+    private(set) var oneSlotWaiting: [OneSlotWaiting] = []
+    /// Running tasks that want one slot in all and may not have been told their share of one
+    /// (each once; a task whose share was told since is passed over).
+    private var shareDue: [TaskHandle] = []
     /// ``grantSingleSlots(into:)``'s lists, kept with their capacity between events.
     private var scratch = SingleSlotLists()
 
+    /// A task in ``oneSlotWaiting``: its place (its weight does not change while it runs).
+    struct OneSlotWaiting: Sendable, Hashable {
+        var weight: Int
+        var sequence: Int
+        var id: TaskHandle
+
+        /// Whether it gets a slot before `other`.
+        func comesBefore(_ other: OneSlotWaiting) -> Bool {
+            weight != other.weight ? weight > other.weight : sequence < other.sequence
+        }
+    }
+
     private struct SingleSlotLists: Sendable, Hashable {
-        var needsShare: [Pair] = []
-        var waiting: [Waiting] = []
+        var shares: [Pair] = []
         var granted: [Granted] = []
 
         struct Pair: Sendable, Hashable { var sequence: Int; var id: TaskHandle }
-        struct Waiting: Sendable, Hashable { var weight: Int; var sequence: Int; var id: TaskHandle }
         struct Granted: Sendable, Hashable { var sequence: Int; var id: TaskHandle; var host: String }
 
         mutating func clear() {
-            needsShare.removeAll(keepingCapacity: true)
-            waiting.removeAll(keepingCapacity: true)
+            shares.removeAll(keepingCapacity: true)
             granted.removeAll(keepingCapacity: true)
         }
     }
@@ -269,14 +297,45 @@ struct Scheduler: Sendable {
         return demand
     }
 
-    /// Counts the task in ``activeCount`` or not, as it stands now: called after every change of
-    /// its state, its demand or its place among the running tasks.
-    private mutating func recount(_ id: TaskHandle) {
+    /// Counts the task in ``activeCount`` and ``manyWanting``, and places it in
+    /// ``oneSlotWaiting`` and ``shareDue``, or not, as it stands now: called after every change
+    /// of its state, its demand, its held slots or its place among the running tasks (and with
+    /// `removing`, before it is forgotten).
+    private mutating func reindex(_ id: TaskHandle, removing: Bool = false) {
         guard let entry = entries[id] else { return }
-        let active = entry.isActive && running.contains(id)
-        guard active != entry.countedActive else { return }
-        entries[id]!.countedActive = active
-        activeCount += active ? 1 : -1
+        let isRunning = !removing && running.contains(id)
+        let want = entry.heldTotal + entry.demandTotal
+        let active = isRunning && entry.isActive
+        let many = isRunning && want > 1
+        let waitsForOne = isRunning && want == 1 && entry.demandTotal == 1
+        let shareDue = isRunning && want == 1 && entry.sentShare != 1
+        guard active != entry.countedActive || many != entry.countedMany || waitsForOne != entry.inOneSlotWaiting
+            || (shareDue && !entry.inShareDue)
+        else { return }
+        if active != entry.countedActive {
+            entries[id]!.countedActive = active
+            activeCount += active ? 1 : -1
+        }
+        if many != entry.countedMany {
+            entries[id]!.countedMany = many
+            manyWanting += many ? 1 : -1
+        }
+        if waitsForOne != entry.inOneSlotWaiting {
+            entries[id]!.inOneSlotWaiting = waitsForOne
+            if waitsForOne {
+                let place = OneSlotWaiting(weight: entry.weight, sequence: entry.sequence, id: id)
+                // (Most tasks come last: the queue launches them in this order.)
+                var index = oneSlotWaiting.endIndex
+                while index > 0, place.comesBefore(oneSlotWaiting[index - 1]) { index -= 1 }
+                oneSlotWaiting.insert(place, at: index)
+            } else if let index = oneSlotWaiting.firstIndex(where: { $0.id == id }) {
+                oneSlotWaiting.remove(at: index)
+            }
+        }
+        if shareDue, !entry.inShareDue {
+            entries[id]!.inShareDue = true
+            self.shareDue.append(id)
+        }
     }
 
     /// Starts a new command; events it causes carry this epoch.
@@ -352,7 +411,7 @@ struct Scheduler: Sendable {
             guard entries[id] != nil else { return [] }
             halt(id, into: &actions)
             transition(id, to: .removed, into: &actions)
-            if entries[id]?.countedActive == true { activeCount -= 1 }
+            reindex(id, removing: true)
             entries[id] = nil
             launchWaiting(into: &actions)
 
@@ -366,7 +425,7 @@ struct Scheduler: Sendable {
                 entries[id]!.demand[host, default: 0] += count
                 entries[id]!.demandTotal += count
             }
-            recount(id)
+            reindex(id)
             grantSlots(into: &actions)
             launchWaiting(into: &actions)
 
@@ -378,7 +437,7 @@ struct Scheduler: Sendable {
             guard isCurrent(id, generation), entries[id]?.isRunning == true, count > 0 else { return [] }
             entries[id]!.demand[host, default: 0] += count
             entries[id]!.demandTotal += count
-            recount(id)
+            reindex(id)
             grantSlots(into: &actions)
 
         case .cap(let id, let generation, let slots):
@@ -501,7 +560,7 @@ struct Scheduler: Sendable {
             return
         }
         entries[id]!.state = next
-        recount(id)
+        reindex(id)
         actions.append(.changed(id, from: current, to: next))
     }
 
@@ -535,7 +594,7 @@ struct Scheduler: Sendable {
             entries[next.id]!.generation += 1
             transition(next.id, to: .resolving, into: &actions)
             running.insert(next.id)
-            recount(next.id)
+            reindex(next.id)
             actions.append(.launch(next.id, generation: entries[next.id]!.generation))
         }
     }
@@ -559,7 +618,7 @@ struct Scheduler: Sendable {
         entries[id]!.demand.removeAll()
         entries[id]!.demandTotal = 0
         running.remove(id)
-        recount(id)
+        reindex(id)
     }
 
     private mutating func release(_ id: TaskHandle, host: String, count: Int) {
@@ -570,6 +629,7 @@ struct Scheduler: Sendable {
         segmentsInUse -= freed
         let inUse = (hostsInUse[host] ?? 0) - freed
         hostsInUse[host] = inUse <= 0 ? nil : inUse
+        reindex(id)
     }
 
     private mutating func withdraw(_ id: TaskHandle, host: String, count: Int) {
@@ -577,12 +637,13 @@ struct Scheduler: Sendable {
         let withdrawn = min(count, demand)
         entries[id]!.demand[host] = demand - withdrawn == 0 ? nil : demand - withdrawn
         entries[id]!.demandTotal -= withdrawn
-        recount(id)
+        reindex(id)
     }
 
     /// Hands free segment slots to running tasks that want them, fairest first.
     private mutating func grantSlots(into actions: inout [Action]) {
         if singleSlotFastPath, grantSingleSlots(into: &actions) { return }
+        defer { clearShareDue() }
         // One look at each running task (hashing an identity is the expensive part).
         struct Contender {
             let id: TaskHandle
@@ -674,6 +735,7 @@ struct Scheduler: Sendable {
                 withdraw(contender.id, host: host, count: count)
                 entries[contender.id]!.held[host, default: 0] += count
                 entries[contender.id]!.heldTotal += count
+                reindex(contender.id)
                 actions.append(.grant(contender.id, generation: contender.generation, host: host, count: count))
             }
             if contender.granted.count == 1, let (host, count) = contender.granted.first {
@@ -687,10 +749,11 @@ struct Scheduler: Sendable {
     /// ``grantSlots(into:)`` when every running task with slots or demand wants one slot in all
     /// (a list of small files): each one's fair share is then that slot, and the tasks waiting
     /// for one get it by weight, then age, while slots and their hosts' slots last. The same
-    /// actions in the same order as the general rule, without building every running task's
-    /// picture at every event (the scheduler's cost grew with `-j`). Returns `false`, having
-    /// done nothing, when some task wants more.
+    /// actions in the same order as the general rule, from the indexes ``reindex(_:)`` keeps
+    /// (``manyWanting``, ``oneSlotWaiting``, ``shareDue``) instead of a look at every running
+    /// task at every event. Returns `false`, having done nothing, when some task wants more.
     private mutating func grantSingleSlots(into actions: inout [Action]) -> Bool {
+        guard manyWanting == 0 else { return false }
         // (The lists live in `scratch` between events: an event allocates nothing.)
         var lists = scratch
         scratch = SingleSlotLists()
@@ -698,25 +761,24 @@ struct Scheduler: Sendable {
             lists.clear()
             scratch = lists
         }
-        for id in running {
-            guard let (want, demand, sentShare, sequence, weight) = entries[id].map({
-                ($0.heldTotal + $0.demandTotal, $0.demandTotal, $0.sentShare, $0.sequence, $0.weight)
-            }), want > 0 else { continue }
-            guard want == 1 else { return false }
-            if sentShare != 1 { lists.needsShare.append(.init(sequence: sequence, id: id)) }
-            if demand == 1 { lists.waiting.append(.init(weight: weight, sequence: sequence, id: id)) }
+        if !shareDue.isEmpty {
+            for id in shareDue {
+                guard let entry = entries[id], entry.inShareDue else { continue }
+                entries[id]!.inShareDue = false
+                // (Due when it was listed; passed over if it runs no more, wants otherwise, or was told.)
+                guard entry.sentShare != 1, entry.heldTotal + entry.demandTotal == 1, running.contains(id) else { continue }
+                lists.shares.append(.init(sequence: entry.sequence, id: id))
+            }
+            shareDue.removeAll(keepingCapacity: true)
+            if lists.shares.count > 1 { lists.shares.sort { $0.sequence < $1.sequence } }
+            for pair in lists.shares {
+                let id = pair.id
+                entries[id]!.sentShare = 1
+                actions.append(.share(id, generation: entries[id]!.generation, limit: 1))
+            }
         }
-        if lists.needsShare.count > 1 { lists.needsShare.sort { $0.sequence < $1.sequence } }
-        for pair in lists.needsShare {
-            let id = pair.id
-            entries[id]!.sentShare = 1
-            actions.append(.share(id, generation: entries[id]!.generation, limit: 1))
-        }
-        guard !lists.waiting.isEmpty, segmentsInUse < limits.segments else { return true }
-        if lists.waiting.count > 1 {
-            lists.waiting.sort { $0.weight != $1.weight ? $0.weight > $1.weight : $0.sequence < $1.sequence }
-        }
-        for candidate in lists.waiting {
+        guard !oneSlotWaiting.isEmpty, segmentsInUse < limits.segments else { return true }
+        for candidate in oneSlotWaiting {
             let id = candidate.id
             guard segmentsInUse < limits.segments else { break }
             // (Hosts only fill up here: one passed over stays full for the rest of the list.)
@@ -732,9 +794,17 @@ struct Scheduler: Sendable {
             withdraw(id, host: host, count: 1)
             entries[id]!.held[host, default: 0] += 1
             entries[id]!.heldTotal += 1
+            reindex(id)
             actions.append(.grant(id, generation: entries[id]!.generation, host: host, count: 1))
         }
         return true
+    }
+
+    /// Forgets the tasks listed in ``shareDue``: the general rule tells every running task its
+    /// share itself.
+    private mutating func clearShareDue() {
+        for id in shareDue where entries[id] != nil { entries[id]!.inShareDue = false }
+        shareDue.removeAll(keepingCapacity: true)
     }
 
     private mutating func enterCriticalDisk(_ message: String, into actions: inout [Action]) {

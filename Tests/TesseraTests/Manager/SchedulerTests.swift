@@ -494,6 +494,7 @@ import Testing
             #expect(scheduler.segmentsInUse >= 0)
             // The count of active tasks is kept as changes come: it is what a walk would find.
             #expect(scheduler.activeCount == scheduler.running.count { scheduler.entry($0)?.isActive == true })
+            expectIndexesMatchAWalk(scheduler)
         }
         for id in ids { #expect(scheduler.state(of: id) == states[id]) }
     }
@@ -549,7 +550,22 @@ import Testing
                 #expect(fast.transfersByHost[host, default: 0] <= fast.hostCap(host), "step \(step): a grant above \(host)'s limit")
             }
             for id in ids { #expect(fast.entry(id) == general.entry(id), "step \(step), task \(id)") }
+            expectIndexesMatchAWalk(fast, "step \(step)")
+            expectIndexesMatchAWalk(general, "step \(step)")
             if fastActions != generalActions { return }
         }
     }
+}
+
+/// The scheduler's indexes (tasks wanting many slots, tasks waiting for their one) hold what a
+/// walk over its running tasks finds, in the order the rule serves them.
+func expectIndexesMatchAWalk(_ scheduler: Scheduler, _ comment: String = "", sourceLocation: SourceLocation = #_sourceLocation) {
+    let running = scheduler.running.compactMap { id in scheduler.entry(id).map { (id: id, entry: $0) } }
+    let many = running.count { $0.entry.heldTotal + $0.entry.demandTotal > 1 }
+    #expect(scheduler.manyWanting == many, "\(comment): tasks wanting many slots", sourceLocation: sourceLocation)
+    let waiting = running
+        .filter { $0.entry.heldTotal + $0.entry.demandTotal == 1 && $0.entry.demandTotal == 1 }
+        .map { Scheduler.OneSlotWaiting(weight: $0.entry.weight, sequence: $0.entry.sequence, id: $0.id) }
+        .sorted { $0.comesBefore($1) }
+    #expect(scheduler.oneSlotWaiting == waiting, "\(comment): tasks waiting for one slot", sourceLocation: sourceLocation)
 }
