@@ -82,7 +82,31 @@ public enum DownloadTaskState: Hashable, Sendable, Codable, CustomStringConverti
 
     /// Whether a task in this state may move to `next`.
     public func canTransition(to next: DownloadTaskState) -> Bool {
-        Self.transitions[kind]?.contains(next.kind) ?? false
+        Self.allowedMasks[kind.ordinal] & (1 << next.kind.ordinal) != 0
+    }
+
+    /// ``transitions`` as one bit mask per kind (bit `n`: the kind of ordinal `n` may follow),
+    /// so the scheduler's check at every change is two loads, not two hashes.
+    private static let allowedMasks: [UInt16] = Kind.allCases.map { kind in
+        (transitions[kind] ?? []).reduce(0) { $0 | 1 << $1.ordinal }
+    }
+}
+
+extension DownloadTaskState.Kind {
+    /// The kind's place in ``allCases`` (fewer than 16).
+    fileprivate var ordinal: Int {
+        switch self {
+        case .idle: 0
+        case .waiting: 1
+        case .resolving: 2
+        case .downloading: 3
+        case .paused: 4
+        case .interrupted: 5
+        case .completed: 6
+        case .failed: 7
+        case .invalid: 8
+        case .removed: 9
+        }
     }
 }
 

@@ -115,8 +115,9 @@ extension DownloadTaskManager {
         return true
     }
 
-    func save(_ change: StoreChange) {
-        unsaved.add(change)
+    /// Files `change`, about the task with `handle`, for the next batch.
+    func save(_ change: StoreChange, of handle: TaskHandle) {
+        unsaved.add(change, handle: handle)
         writeEarlyIfMany()
         ensureTicker()
     }

@@ -309,7 +309,7 @@ public actor DownloadTaskManager {
         // (Also the names its run claimed that the manifest does not show yet.)
         claims.releaseAll(of: task.handle)
         leaveGroup(task)
-        save(.remove(id))
+        save(.remove(id), of: task.handle)
         hub.emit(.taskRemoved(id))
         // Files go once the run has let go of them, off the actor (a task added again with the
         // same identity waits for this).
@@ -533,7 +533,7 @@ public actor DownloadTaskManager {
         byHandle[task.handle] = task
         addedOrder.append(task)
         joinGroup(task)
-        save(.insert(StoredTask(entity: record, task: taskRecord(task, state: .idle))))
+        save(.insert(StoredTask(entity: record, task: taskRecord(task, state: .idle))), of: task.handle)
         if hub.hasSubscribers { hub.emit(.taskAdded(info(task, state: .idle))) }
         // A new task queues behind the others (a known one started again jumps ahead).
         apply(scheduler.handle(.added(task.handle, sequence: task.sequence, start: start)))

@@ -6,10 +6,15 @@
 /// A task whose record changed is only *touched* (its handle noted once): its record is read
 /// once, when the batch is taken, however many times it changed during the tick (a small file
 /// goes from waiting to completed within one tick: one record instead of five).
+///
+/// Changes are filed by the task's handle, a small integer, not by its identity (a URL's whole
+/// text for a plain file): hashing it at every change cost more than the change.
 struct PendingStoreChanges {
     private var changes: [StoreChange] = []
-    /// The index of each task's last pending change.
-    private var last: [DownloadTaskID: Int] = [:]
+    /// The index of each task's last pending change, by its handle.
+    private var last: [TaskHandle: Int] = [:]
+    /// The size of the last batch: the next one starts with room for as many.
+    private var lastBatchSize = 0
 
     /// The tasks whose record changed, in the order they first did, and the same as a set.
     private var touched: [TaskHandle] = []
@@ -22,13 +27,14 @@ struct PendingStoreChanges {
     /// twice: a bound, not an exact count).
     var count: Int { changes.count + touched.count }
 
-    /// Adds `change` after the others (or merges it into its task's last one).
-    mutating func add(_ change: StoreChange) {
-        let id = change.taskID
-        if case .update = change, let index = last[id], let merged = changes[index].merged(with: change) {
+    /// Adds `change`, about the task with `handle`, after the others (or merges it into that
+    /// task's last one). A task added again after a remove has a new handle.
+    mutating func add(_ change: StoreChange, handle: TaskHandle) {
+        if case .update = change, let index = last[handle], let merged = changes[index].merged(with: change) {
             changes[index] = merged
         } else {
-            last[id] = changes.count
+            if changes.isEmpty { changes.reserveCapacity(lastBatchSize) }
+            last[handle] = changes.count
             changes.append(change)
         }
     }
@@ -47,13 +53,14 @@ struct PendingStoreChanges {
         touched = []
         isTouched = []
         for handle in handles {
-            if let record = record(handle) { add(.update(record)) }
+            if let record = record(handle) { add(.update(record), handle: handle) }
         }
         // (Not keeping the capacity: the batch still holds the buffer, so a kept capacity would
         // be a new buffer as large as the largest batch ever, at every write.)
         let batch = changes
         changes = []
         last = [:]
+        lastBatchSize = batch.count
         return batch
     }
 }

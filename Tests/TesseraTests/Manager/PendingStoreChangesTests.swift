@@ -15,19 +15,37 @@ import Testing
 
     @Test func updatesOfATaskMergeIntoItsLastChange() {
         var pending = PendingStoreChanges()
-        pending.add(.update(record(id, bytes: 1)))
-        pending.add(.update(record(other, bytes: 1)))
-        pending.add(.update(record(id, bytes: 2)))
+        pending.add(.update(record(id, bytes: 1)), handle: TaskHandle(1))
+        pending.add(.update(record(other, bytes: 1)), handle: TaskHandle(2))
+        pending.add(.update(record(id, bytes: 2)), handle: TaskHandle(1))
         #expect(pending.take() == [.update(record(id, bytes: 2)), .update(record(other, bytes: 1))])
         #expect(pending.isEmpty)
     }
 
     @Test func aRemoveThenAnUpdateStayTwoChangesInOrder() {
         var pending = PendingStoreChanges()
-        pending.add(.update(record(id, bytes: 1)))
-        pending.add(.remove(id))
-        pending.add(.update(record(id, bytes: 3)))
+        pending.add(.update(record(id, bytes: 1)), handle: TaskHandle(1))
+        pending.add(.remove(id), handle: TaskHandle(1))
+        pending.add(.update(record(id, bytes: 3)), handle: TaskHandle(1))
         #expect(pending.take() == [.update(record(id, bytes: 1)), .remove(id), .update(record(id, bytes: 3))])
+    }
+
+    @Test func aTaskAddedAgainAfterARemoveKeepsItsChangesApartFromTheOldOnes() {
+        // The same identity, a new handle: its insert follows the remove and takes its updates.
+        var pending = PendingStoreChanges()
+        let entity = EntityRecord(
+            entityType: "fixture", entityKey: "1", variantKey: "", title: "1", aggregationKey: nil, groupType: "DownloadTaskGroup",
+            destinationDirectory: "", payload: Data())
+        pending.add(.update(record(id, bytes: 1)), handle: TaskHandle(1))
+        pending.add(.remove(id), handle: TaskHandle(1))
+        pending.add(.insert(StoredTask(entity: entity, task: record(id, bytes: 0))), handle: TaskHandle(2))
+        pending.add(.update(record(id, bytes: 5)), handle: TaskHandle(2))
+        #expect(pending.take() == [
+            .update(record(id, bytes: 1)), .remove(id), .insert(StoredTask(entity: entity, task: record(id, bytes: 5))),
+        ])
+        // The next batch starts empty, whatever room it was given.
+        pending.add(.update(record(other, bytes: 1)), handle: TaskHandle(3))
+        #expect(pending.take() == [.update(record(other, bytes: 1))])
     }
 }
 
@@ -66,7 +84,7 @@ import Testing
         let entity = EntityRecord(
             entityType: "fixture", entityKey: "1", variantKey: "", title: "1", aggregationKey: nil, groupType: "DownloadTaskGroup",
             destinationDirectory: "", payload: Data())
-        pending.add(.insert(StoredTask(entity: entity, task: record(first, state: .idle))))
+        pending.add(.insert(StoredTask(entity: entity, task: record(first, state: .idle))), handle: TaskHandle(1))
         pending.touch(TaskHandle(1))
         pending.touch(TaskHandle(2))
         let batch = pending.take { handle in handle == TaskHandle(1) ? record(first, state: .downloading) : nil }
