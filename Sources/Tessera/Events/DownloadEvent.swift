@@ -3,7 +3,11 @@
 ///
 /// Every state change is delivered; progress at most once per task per
 /// ``DownloadTaskManager/Configuration/progressInterval``.
-public enum DownloadEvent: Sendable {
+///
+/// Its cases are kept in a box (`indirect`): an event is one reference, so handing it to every
+/// subscriber and down their streams copies a pointer, not a task's whole snapshot (545 bytes
+/// and a dozen references inline).
+public indirect enum DownloadEvent: Sendable {
     /// A task was added.
     case taskAdded(DownloadTaskInfo)
     /// A task changed state.

@@ -24,7 +24,10 @@ public protocol DownloadStore: Sendable {
 }
 
 /// One change to a ``DownloadStore``.
-public enum StoreChange: Sendable, Equatable {
+///
+/// Its cases are kept in a box (`indirect`): a change waits in a batch, is merged and handed to
+/// the store's thread as one reference, not a task's whole record (417 bytes inline).
+public indirect enum StoreChange: Sendable, Equatable {
     /// Records a new task or replaces a known one (entity and task records).
     case insert(StoredTask)
     /// Replaces a known task's record (state, weight, attempts, error, progress summary, and
