@@ -18,16 +18,37 @@ final class TransferToken: Sendable {
     init(id: UInt64) { self.id = id }
 }
 
-/// A transfer waiting for the engine thread.
-struct PendingTransfer: Sendable {
+/// A transfer waiting for the engine thread. A reference: it goes from the submitting thread
+/// through the inbox and the waiting queue to its transfer, and each hand-off is a retain, not a
+/// copy of the request, its headers and both callbacks (and their destruction).
+final class PendingTransfer: Sendable {
     let token: TransferToken
-    var request: TransferRequest
+    let request: TransferRequest
     /// Called once, on the engine thread (or the submitting thread when the engine refuses it),
     /// with how the transfer ended.
     let complete: @Sendable (Result<TransferResult, DownloadError>) -> Void
     let progress: (@Sendable (TransferProgress) -> Void)?
     /// Set when the engine starts the transfer over after a `416` showed the copy is stale.
-    var restarted = false
+    let restarted: Bool
+
+    init(
+        token: TransferToken, request: TransferRequest,
+        complete: @escaping @Sendable (Result<TransferResult, DownloadError>) -> Void,
+        progress: (@Sendable (TransferProgress) -> Void)?, restarted: Bool = false
+    ) {
+        self.token = token
+        self.request = request
+        self.complete = complete
+        self.progress = progress
+        self.restarted = restarted
+    }
+
+    /// The same transfer, started over from its first byte (without its resume point).
+    func restartedFromFirstByte() -> PendingTransfer {
+        var request = request
+        request.resume = nil
+        return PendingTransfer(token: token, request: request, complete: complete, progress: progress, restarted: true)
+    }
 }
 
 /// One engine thread's state: one libcurl multi handle and the transfers on it (a
@@ -348,11 +369,8 @@ final class EngineCore: @unchecked Sendable {
             receivedTotal.add(transfer.received, ordering: .relaxed)
             metrics.received(transfer.received)
             if needsRestart {
-                var pending = transfer.pending
-                pending.request.resume = nil
-                pending.restarted = true
                 logger.debug("transfer restarting from its first byte", metadata: ["id": "\(transfer.id)"])
-                start(pending)
+                start(transfer.pending.restartedFromFirstByte())
                 continue
             }
             completedCount.add(1, ordering: .relaxed)
