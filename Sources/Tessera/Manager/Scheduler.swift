@@ -178,6 +178,10 @@ struct Scheduler: Sendable {
         var inShareDue = false
 
         var isRunning: Bool { state.isRunning }
+        /// Slots it wants in all: held and waited for.
+        var wantsInAll: Int { heldTotal + demandTotal }
+        /// Wants one slot in all and has not been told its share of one (when it runs).
+        var isOwedShareOfOne: Bool { wantsInAll == 1 && sentShare != 1 }
         /// Resolving, or downloading with segments waiting: holds a task slot.
         var isActive: Bool { state == .resolving || (state == .downloading && demandTotal > 0) }
     }
@@ -203,6 +207,12 @@ struct Scheduler: Sendable {
     /// ``grantSingleSlots(into:)``'s lists, kept with their capacity between events.
     private var scratch = SingleSlotLists()
 
+    /// The order tasks are served in, among equals of the rule at hand (a place in the queue, a
+    /// slot): the heavier first, then the earlier added.
+    static func isServedFirst(weight: Int, sequence: Int, before other: (weight: Int, sequence: Int)) -> Bool {
+        weight != other.weight ? weight > other.weight : sequence < other.sequence
+    }
+
     /// A task in ``oneSlotWaiting``: its place (its weight does not change while it runs).
     struct OneSlotWaiting: Sendable, Hashable {
         var weight: Int
@@ -211,7 +221,7 @@ struct Scheduler: Sendable {
 
         /// Whether it gets a slot before `other`.
         func comesBefore(_ other: OneSlotWaiting) -> Bool {
-            weight != other.weight ? weight > other.weight : sequence < other.sequence
+            Scheduler.isServedFirst(weight: weight, sequence: sequence, before: (other.weight, other.sequence))
         }
     }
 
@@ -304,14 +314,10 @@ struct Scheduler: Sendable {
     private mutating func reindex(_ id: TaskHandle, removing: Bool = false) {
         guard let entry = entries[id] else { return }
         let isRunning = !removing && running.contains(id)
-        let want = entry.heldTotal + entry.demandTotal
         let active = isRunning && entry.isActive
-        let many = isRunning && want > 1
-        let waitsForOne = isRunning && want == 1 && entry.demandTotal == 1
-        let shareDue = isRunning && want == 1 && entry.sentShare != 1
-        guard active != entry.countedActive || many != entry.countedMany || waitsForOne != entry.inOneSlotWaiting
-            || (shareDue && !entry.inShareDue)
-        else { return }
+        let many = isRunning && entry.wantsInAll > 1
+        let waitsForOne = isRunning && entry.wantsInAll == 1 && entry.demandTotal == 1
+        let shareDue = isRunning && entry.isOwedShareOfOne
         if active != entry.countedActive {
             entries[id]!.countedActive = active
             activeCount += active ? 1 : -1
@@ -714,8 +720,7 @@ struct Scheduler: Sendable {
                 if let current = best {
                     let other = contenders[current]
                     let better = contender.held != other.held ? contender.held < other.held
-                        : contender.weight != other.weight ? contender.weight > other.weight
-                        : contender.sequence < other.sequence
+                        : Self.isServedFirst(weight: contender.weight, sequence: contender.sequence, before: (other.weight, other.sequence))
                     guard better else { continue }
                 }
                 best = index
@@ -766,7 +771,7 @@ struct Scheduler: Sendable {
                 guard let entry = entries[id], entry.inShareDue else { continue }
                 entries[id]!.inShareDue = false
                 // (Due when it was listed; passed over if it runs no more, wants otherwise, or was told.)
-                guard entry.sentShare != 1, entry.heldTotal + entry.demandTotal == 1, running.contains(id) else { continue }
+                guard entry.isOwedShareOfOne, running.contains(id) else { continue }
                 lists.shares.append(.init(sequence: entry.sequence, id: id))
             }
             shareDue.removeAll(keepingCapacity: true)
@@ -831,9 +836,9 @@ struct QueueEntry: Comparable, Sendable {
     var id: TaskHandle
     var version: Int
 
-    /// Higher weight first; among equals, the earlier added.
+    /// The top of the heap is the entry served first (``Scheduler/isServedFirst(weight:sequence:before:)``).
     static func < (lhs: QueueEntry, rhs: QueueEntry) -> Bool {
-        lhs.weight != rhs.weight ? lhs.weight < rhs.weight : lhs.sequence > rhs.sequence
+        Scheduler.isServedFirst(weight: rhs.weight, sequence: rhs.sequence, before: (lhs.weight, lhs.sequence))
     }
 }
 

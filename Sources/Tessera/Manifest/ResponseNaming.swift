@@ -30,7 +30,7 @@ public enum ResponseNaming {
     /// parses and decodes the path again at each call; a list of plain URLs asks four times a
     /// file (the entity's title, the manifest probe, the output's name, the response's).
     /// Any other path is left to Foundation (`ResponseNamingTests` compares the two).
-    public static func lastPathComponent(of url: URL) -> String {
+    package static func lastPathComponent(of url: URL) -> String {
         lastPathComponent(of: url, path: url.path(percentEncoded: true))
     }
 
