@@ -70,13 +70,16 @@ package struct Session {
         }
     }
 
-    package static func open(_ settings: Settings) throws -> Session {
+    package static func open(_ settings: Settings) async throws -> Session {
         let stateDirectory = settings.state.directory
         let lock = try StateLock(directory: stateDirectory)
         // (Anything below that fails lets the state directory go again.)
         var opened = false
         defer { if !opened { lock.release() } }
-        let store: any DownloadStore = try settings.fleet?.store ?? SQLiteDownloadStore(path: stateDirectory + "/tessera.sqlite")
+        // The state file is opened (created, or its schema brought up to date) on another thread
+        // while the engine and the entities are made: a few milliseconds of every start.
+        let fleetStore = settings.fleet?.store
+        async let openedStore: any DownloadStore = try fleetStore ?? SQLiteDownloadStore(path: stateDirectory + "/tessera.sqlite")
         let cache = settings.state.noCache ? nil : try SegmentCache(directory: stateDirectory + "/cache")
         var engineConfiguration = CurlEngine.Configuration()
         engineConfiguration.maxConnections = max(16, settings.segments)
@@ -114,6 +117,13 @@ package struct Session {
         configuration.writeFence = settings.fleet?.fence
         if settings.fleetHostLimit != nil { configuration.unlistedHostLimit = 0 }
         let registry = makeRegistry()
+        let store: any DownloadStore
+        do {
+            store = try await openedStore
+        } catch {
+            await engine.shutdown()
+            throw error
+        }
         let manager = DownloadTaskManager(
             configuration: configuration, engine: engine, store: store, cache: cache, registry: registry)
         opened = true

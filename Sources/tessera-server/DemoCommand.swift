@@ -55,7 +55,7 @@ struct DemoCommand: AsyncParsableCommand {
         let pluginArguments = try InputOptions.parse(fixtures.flatMap(\.fixture.pluginArguments).flatMap { ["--plugin-arg", $0] })
         let state = try StateOptions.parse(["--state-dir", temporary + "/state"])
         let network = try NetworkOptions.parse(["--proxy", ""])
-        let session = try Session.open(Session.Settings(downloadRoot: root, jobs: 8, segments: 16, network: network, state: state))
+        let session = try await Session.open(Session.Settings(downloadRoot: root, jobs: 8, segments: 16, network: network, state: state))
         let screen = Display(json: display.json, quiet: display.quiet)
         if screen.mode != .json {
             screen.permanent("Tessera \(Tessera.version) demo — libcurl \(CurlEngine.libcurlVersion), origin \(origin.baseURL.absoluteString)")

@@ -131,7 +131,7 @@ struct ServeCommand: AsyncParsableCommand {
                 settings.fleet = (worker.store, worker.fence)
                 settings.fleetHostLimit = fleetHostConnections
             }
-            session = try Session.open(settings)
+            session = try await Session.open(settings)
         } catch {
             await fleetWorker?.connection.close()
             Terminal.err("tessera: \(describe(error))")

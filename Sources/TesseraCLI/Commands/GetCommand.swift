@@ -160,7 +160,7 @@ struct DownloadRun {
         }
         let session: Session
         do {
-            session = try Session.open(Session.Settings(
+            session = try await Session.open(Session.Settings(
                 downloadRoot: download.root, jobs: download.jobs, segments: download.segments,
                 connectionsPerFile: download.connectionsPerFile, network: network, state: state,
                 outputTemplate: download.template, merging: mode == .download ? merge?.policy : nil, live: live))

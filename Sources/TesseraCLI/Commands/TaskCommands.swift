@@ -21,9 +21,9 @@ struct TaskSelection {
     }
 
     /// Opens a session when no other `tessera` holds the state directory; `nil` when one does.
-    static func openUnlessBusy(_ settings: Session.Settings) throws -> Session? {
+    static func openUnlessBusy(_ settings: Session.Settings) async throws -> Session? {
         do {
-            return try Session.open(settings)
+            return try await Session.open(settings)
         } catch where StateLock.isBusy(error) {
             return nil
         }
@@ -88,7 +88,7 @@ struct ResumeCommand: AsyncParsableCommand {
             downloadRoot: download.root, jobs: download.jobs, segments: download.segments,
             connectionsPerFile: download.connectionsPerFile, network: network, state: state,
             outputTemplate: download.template, merging: merge.policy)
-        guard let session = try TaskSelection.openUnlessBusy(settings) else {
+        guard let session = try await TaskSelection.openUnlessBusy(settings) else {
             try await TaskSelection.post("resume", keys, state: state)
             return
         }
@@ -136,7 +136,7 @@ enum TaskCommand {
     static func run(action: String, keys: [String], state: StateOptions, deleteFiles: Bool = false) async throws {
         do {
             let settings = Session.Settings(network: try NetworkOptions.parse([]), state: state)
-            guard let session = try TaskSelection.openUnlessBusy(settings) else {
+            guard let session = try await TaskSelection.openUnlessBusy(settings) else {
                 try await TaskSelection.post(action, keys, state: state, deleteFiles: deleteFiles)
                 return
             }
