@@ -31,14 +31,6 @@ package struct CommandRun {
         var merges: [DownloadTaskID: MergeOutcome] = [:]
     }
 
-    /// Runs until every task of `ids` (and any a `resume` command adds) has settled, or until
-    /// Ctrl-C has paused them; then shuts the session's manager down and returns once `events`
-    /// has ended, so every event has been shown before the summary. Nothing here polls for the
-    /// end: the loop wakes on the events that change a task's state, on Ctrl-C, and four times
-    /// a second for other processes' commands and the live board.
-    func run(_ ids: [DownloadTaskID], events: DownloadEventStream, inputErrors: Int) async -> Outcome {
-        await run(ids, watch: Watch(events: events, display: display), inputErrors: inputErrors)
-    }
 
     /// What a run learns from the manager's events, taken from the moment it is made: made
     /// before the inputs are added, a list of 100,000 tasks is shown and counted as it is added
@@ -54,14 +46,17 @@ package struct CommandRun {
         let wake: AsyncStream<Void>.Continuation
         let task: Task<Void, Never>
 
+        /// Subscribes to `manager`'s events, those the run uses (``CommandRun/filter(for:timesTasks:)``).
         /// `timesTasks`: each task's time is taken from the events as they come (`--json` reports
         /// it, `tessera demo` shows it); by default with `--json` only.
-        package init(events: DownloadEventStream, display: Display, timesTasks: Bool? = nil) {
+        package init(manager: DownloadTaskManager, display: Display, timesTasks: Bool? = nil) {
             (wakeups, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
+            let timed = timesTasks ?? (display.mode == .json)
+            let events = manager.events(CommandRun.filter(for: display.mode, timesTasks: timed))
             // (Only the live board draws from the latest snapshots.)
             let tracker = RunTracker(keepsSnapshots: display.mode == .live)
             let merges = MergeTracker(display: display)
-            let clock = self.clock, wake = self.wake, timed = timesTasks ?? (display.mode == .json)
+            let clock = self.clock, wake = self.wake
             self.tracker = tracker
             self.merges = merges
             task = Task {
@@ -76,7 +71,30 @@ package struct CommandRun {
         }
     }
 
-    /// ``run(_:events:inputErrors:)`` with the events taken by `watch` since it was made.
+    /// The events a run shown in `mode` uses: all of them for `--json` (each is printed), the
+    /// live board (it draws from the latest snapshots and their progress) and a run that times
+    /// its tasks (from their start); one line per change without the additions and the
+    /// progress (not shown); with `-q`, not the changes into `resolving` and `downloading`
+    /// either. What a quiet run follows, whether each task has settled, changes only through
+    /// `waiting` (a task leaves a settled state only into it) and the settled states, which it
+    /// keeps; its tasks are added idle, which it does not count (see ``RunTracker/record(_:)``).
+    static func filter(for mode: Display.Mode, timesTasks: Bool) -> DownloadEventFilter {
+        switch mode {
+        case .json, .live: return .all
+        case _ where timesTasks: return .all
+        case .lines: return DownloadEventFilter(additions: false, progress: false)
+        case .quiet:
+            return DownloadEventFilter(
+                states: Set(DownloadTaskState.Kind.allCases).subtracting([.resolving, .downloading]), additions: false, progress: false)
+        }
+    }
+
+    /// Runs until every task of `ids` (and any a `resume` command adds) has settled, or until
+    /// Ctrl-C has paused them; then shuts the session's manager down and returns once the events
+    /// `watch` takes (since it was made) have ended, so every event has been shown before the
+    /// summary. Nothing here polls for the end: the loop wakes on the events that change a
+    /// task's state, on Ctrl-C, and four times a second for other processes' commands and the
+    /// live board.
     package func run(_ ids: [DownloadTaskID], watch: Watch, inputErrors: Int) async -> Outcome {
         let interrupt = InterruptSignal.shared
         interrupt.install()

@@ -65,7 +65,7 @@ struct DemoCommand: AsyncParsableCommand {
         // runs from its start to its end as the events tell them, not from when a screen redraw
         // or the end of the inputs first saw it.
         let started = ContinuousClock.now
-        let watch = CommandRun.Watch(events: session.manager.events(), display: screen, timesTasks: true)
+        let watch = CommandRun.Watch(manager: session.manager, display: screen, timesTasks: true)
         let resolver = InputResolver(
             registry: session.registry, context: session.resolveContext,
             arguments: try pluginArguments.parsedPluginArguments(), format: nil)

@@ -477,6 +477,41 @@ import TesseraTesting
         }
     }
 
+    /// With `-q` the run is told only the changes it follows (not into `resolving` and
+    /// `downloading`): a task paused and resumed from another shell is followed again through
+    /// `waiting`, and the run waits for it to the end.
+    @Test func aQuietRunFollowsTasksResumedFromAnotherShellToTheirEnd() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let resumed = "/bytes/3000000/resumed.iso", other = "/bytes/2000000/other.bin"
+            origin.inject(.stall(.seconds(60), afterBytes: 600_000), at: resumed)
+            // The other task keeps the run going (stalled) while the first is paused and resumed.
+            origin.inject(.stall(.seconds(60), afterBytes: 100_000), at: other)
+            let (process, _, err) = try cli.start(["get", "-q", origin.url(resumed).absoluteString, origin.url(other).absoluteString])
+            #expect(await eventually(within: .seconds(30)) { origin.bytesServed(for: resumed) >= 500_000 && origin.bytesServed(for: other) >= 100_000 })
+            func command(_ action: String, _ name: String) async throws {
+                let result = try await cli.run([action, "--state-dir", cli.state, name])
+                #expect(result.status == 0, "\(result.errors)")
+                #expect(result.output.contains("sent to the running tessera"), "\(action) \(name): \(result.output)")
+            }
+            // Resumed slowly: it finishes seconds after the other task.
+            try await command("pause", "resumed.iso")
+            origin.clearFaults(at: resumed)
+            origin.inject(.throttle(bytesPerSecond: 600_000), at: resumed)
+            try await command("resume", "resumed.iso")
+            // The other one, paused and resumed, asks again and finishes at once.
+            try await command("pause", "other.bin")
+            origin.clearFaults(at: other)
+            try await command("resume", "other.bin")
+            #expect(await process.exited(within: .seconds(60)))
+            process.terminate()
+            #expect(await process.ended() == .exited(0), "\(fileText(err))")
+            #expect(await origin.content(at: resumed).verifyFile(atPath: cli.downloads + "/resumed.iso", size: 3_000_000))
+            #expect(fileSize(cli.downloads + "/other.bin") == 2_000_000)
+        }
+    }
+
     /// `tessera demo`'s table times each task from its start to its end as the events tell them,
     /// also when its output is not a terminal (it printed 0.00 s and no speed then, and the live
     /// board's redraws, every 250 ms, were the clock on a terminal).

@@ -1,8 +1,8 @@
 /// Something that happened in a ``DownloadTaskManager``, delivered to every subscriber of
-/// ``DownloadTaskManager/events()``.
+/// ``DownloadTaskManager/events(_:)`` whose ``DownloadEventFilter`` includes it.
 ///
-/// Every state change is delivered; progress at most once per task per
-/// ``DownloadTaskManager/Configuration/progressInterval``.
+/// Every state change is delivered (to the subscribers told of changes into that state);
+/// progress at most once per task per ``DownloadTaskManager/Configuration/progressInterval``.
 ///
 /// Its cases are kept in a box (`indirect`): an event is one reference, so handing it to every
 /// subscriber and down their streams copies a pointer, not a task's whole snapshot (545 bytes

@@ -1,5 +1,5 @@
 /// One subscriber's events of a ``DownloadTaskManager``, in order, from the moment
-/// ``DownloadTaskManager/events()`` was called until the manager shuts down (or the subscriber
+/// ``DownloadTaskManager/events(_:)`` was called until the manager shuts down (or the subscriber
 /// stops iterating and lets go of the stream).
 ///
 /// Iterate it with `for await`; it ends after the manager's last event. Events that arrive while
@@ -8,7 +8,7 @@
 /// cancelled while it waits stops receiving.
 ///
 /// One iteration per stream: iterate a stream from one task only (call
-/// ``DownloadTaskManager/events()`` again for another subscriber).
+/// ``DownloadTaskManager/events(_:)`` again for another subscriber).
 public struct DownloadEventStream: AsyncSequence, Sendable {
     public typealias Element = DownloadEvent
     public typealias Failure = Never

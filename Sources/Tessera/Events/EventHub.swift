@@ -4,8 +4,14 @@ import Synchronization
 /// no network) are also kept: a new subscriber hears of the ones that hold now first, so no
 /// subscriber is left looking at `waiting` without a word.
 final class EventHub: Sendable {
+    private struct Subscriber {
+        let queue: EventQueue<DownloadEvent>
+        /// What it is told of (``DownloadEventFilter/mask``).
+        let mask: UInt32
+    }
+
     private struct State {
-        var subscribers: [UInt64: EventQueue<DownloadEvent>] = [:]
+        var subscribers: [UInt64: Subscriber] = [:]
         var conditions: [DownloadNotice.Kind: DownloadNotice] = [:]
         var nextID: UInt64 = 0
         var finished = false
@@ -14,17 +20,31 @@ final class EventHub: Sendable {
     private let state = Locked(State())
     /// Whether anyone listens, readable without the lock (events are not built for nobody).
     private let subscriberCount = Atomic<Int>(0)
+    /// What any subscriber is told of (the union of their masks), readable without the lock.
+    private let wanted = Atomic<UInt32>(0)
 
     /// Whether anyone listens (events are not built for nobody).
     var hasSubscribers: Bool { subscriberCount.load(ordering: .relaxed) > 0 }
 
-    func subscribe() -> DownloadEventStream {
+    /// Whether any subscriber is told of changes into a state of `kind` (a snapshot is built for
+    /// nobody otherwise).
+    func tellsChanges(into kind: DownloadTaskState.Kind) -> Bool {
+        wanted.load(ordering: .relaxed) & DownloadEventFilter.bit(of: kind) != 0
+    }
+
+    /// Whether any subscriber is told of added tasks.
+    var tellsAdditions: Bool { wanted.load(ordering: .relaxed) & DownloadEventFilter.additionsBit != 0 }
+
+    /// Whether any subscriber is told of progress.
+    var tellsProgress: Bool { wanted.load(ordering: .relaxed) & DownloadEventFilter.progressBit != 0 }
+
+    func subscribe(_ filter: DownloadEventFilter = .all) -> DownloadEventStream {
         let queue = EventQueue<DownloadEvent>()
         let id = state.withLock { state -> UInt64? in
             guard !state.finished else { return nil }
             state.nextID += 1
-            state.subscribers[state.nextID] = queue
-            subscriberCount.store(state.subscribers.count, ordering: .relaxed)
+            state.subscribers[state.nextID] = Subscriber(queue: queue, mask: filter.mask)
+            publish(state)
             for notice in state.conditions.values.sorted(by: { $0.kind.rawValue < $1.kind.rawValue }) {
                 queue.post(.notice(notice))
             }
@@ -41,8 +61,14 @@ final class EventHub: Sendable {
     private func unsubscribe(_ id: UInt64) {
         state.withLock { state in
             state.subscribers[id] = nil
-            subscriberCount.store(state.subscribers.count, ordering: .relaxed)
+            publish(state)
         }
+    }
+
+    /// Keeps the lock-free summary of the subscribers (their number, what they are told of).
+    private func publish(_ state: State) {
+        subscriberCount.store(state.subscribers.count, ordering: .relaxed)
+        wanted.store(state.subscribers.values.reduce(0) { $0 | $1.mask }, ordering: .relaxed)
     }
 
     /// Emits a notice, and keeps or drops the condition it tells of.
@@ -56,13 +82,16 @@ final class EventHub: Sendable {
             case .diskSpaceLow, .meteredNetwork, .storeFailure: break
             }
             // Under the lock: a subscriber added meanwhile gets the condition or this event, once.
-            for queue in state.subscribers.values { queue.post(.notice(notice)) }
+            for subscriber in state.subscribers.values { subscriber.queue.post(.notice(notice)) }
         }
     }
 
     func emit(_ event: DownloadEvent) {
+        let bit = DownloadEventFilter.bit(of: event)
         state.withLock { state in
-            for queue in state.subscribers.values { queue.post(event) }
+            for subscriber in state.subscribers.values where bit == 0 || subscriber.mask & bit != 0 {
+                subscriber.queue.post(event)
+            }
         }
     }
 
@@ -73,9 +102,9 @@ final class EventHub: Sendable {
             state.finished = true
             defer {
                 state.subscribers.removeAll()
-                subscriberCount.store(0, ordering: .relaxed)
+                publish(state)
             }
-            return Array(state.subscribers.values)
+            return state.subscribers.values.map(\.queue)
         }
         for queue in all { queue.finish() }
     }

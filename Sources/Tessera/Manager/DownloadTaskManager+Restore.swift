@@ -52,7 +52,7 @@ extension DownloadTaskManager {
             joinGroup(task)
             if let manifest = task.manifest { claim(manifest, for: task) }
             apply(scheduler.handle(.restored(task.handle, sequence: task.sequence, weight: item.task.weight, state: state)))
-            if hub.hasSubscribers { hub.emit(.taskAdded(info(task))) }
+            if hub.tellsAdditions { hub.emit(.taskAdded(info(task))) }
             // A merge the last process did not finish.
             if state == .completed, task.manifest?.mergeIsPending == true { merger?.consider(info(task), manager: self) }
             if state == .completed { task.compactManifest(interning: &metadataInterning) }

@@ -94,7 +94,7 @@ extension DownloadTaskManager {
             // A running child's bytes and speed change its group's tally (a few per tick: the
             // running ones, never every sibling).
             markGroupChild(task)
-            guard snapshot.bytes != task.lastReportedBytes, hub.hasSubscribers else { continue }
+            guard snapshot.bytes != task.lastReportedBytes, hub.tellsProgress else { continue }
             task.lastReportedBytes = snapshot.bytes
             hub.emit(.taskProgress(info(task)))
         }

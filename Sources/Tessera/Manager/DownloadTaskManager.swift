@@ -444,11 +444,12 @@ public actor DownloadTaskManager {
         apply(scheduler.handle(.schedule))
     }
 
-    /// Every event from now on, in order. Each call returns a new stream; it ends when the
-    /// subscriber stops iterating, or at ``shutdown()``. A condition that holds tasks back now
-    /// (a full disk, no network) is told first, as a notice.
-    public nonisolated func events() -> DownloadEventStream {
-        hub.subscribe()
+    /// Every event from now on that `filter` includes (by default all), in order. Each call
+    /// returns a new stream; it ends when the subscriber stops iterating, or at ``shutdown()``. A
+    /// condition that holds tasks back now (a full disk, no network) is told first, as a notice.
+    /// What no subscriber is told of is not made (see ``DownloadEventFilter``).
+    public nonisolated func events(_ filter: DownloadEventFilter = .all) -> DownloadEventStream {
+        hub.subscribe(filter)
     }
 
     /// Returns when every change made so far is in the store, running tasks' progress included.
@@ -534,7 +535,7 @@ public actor DownloadTaskManager {
         addedOrder.append(task)
         joinGroup(task)
         save(.insert(StoredTask(entity: record, task: taskRecord(task, state: .idle))), of: task.handle)
-        if hub.hasSubscribers { hub.emit(.taskAdded(info(task, state: .idle))) }
+        if hub.tellsAdditions { hub.emit(.taskAdded(info(task, state: .idle))) }
         // A new task queues behind the others (a known one started again jumps ahead).
         apply(scheduler.handle(.added(task.handle, sequence: task.sequence, start: start)))
         return info(task)
@@ -587,9 +588,10 @@ public actor DownloadTaskManager {
                 }
                 if to != .removed { saveRecord(task) }
                 if !to.isRunning { task.speed.reset() }
-                if hub.hasSubscribers || merges {
+                let told = hub.tellsChanges(into: to.kind)
+                if told || merges {
                     let snapshot = info(task, state: to)
-                    if hub.hasSubscribers { hub.emit(.taskStateChanged(snapshot, previous: from)) }
+                    if told { hub.emit(.taskStateChanged(snapshot, previous: from)) }
                     if merges { merger?.consider(snapshot, manager: self) }
                 }
                 markGroupChild(task)

@@ -178,10 +178,9 @@ struct DownloadRun {
         }
         let report = try await session.manager.restore(resuming: false)
         // Subscribed after the restore: the events are this run's, not the store's history.
-        let events = session.manager.events()
         let runner = CommandRun(session: session, display: display)
         // Taken from now on: the events of tasks added below are shown and counted as they come.
-        let watch = CommandRun.Watch(events: events, display: display)
+        let watch = CommandRun.Watch(manager: session.manager, display: display)
         for (id, error) in report.skipped {
             display.standardError("tessera: the stored task \(id) is skipped: \(error.message)")
         }

@@ -96,12 +96,12 @@ struct ResumeCommand: AsyncParsableCommand {
         do {
             try await session.manager.restore(resuming: false)
             // Subscribed after the restore: the events are this run's, not the store's history.
-            let events = session.manager.events()
+            let watch = CommandRun.Watch(manager: session.manager, display: display)
             let infos = await session.manager.checkAll()
             let ids = all ? infos.filter { !$0.state.isFinal }.map(\.id) : try TaskSelection.resolve(keys, among: infos.map(\.id))
             for id in ids { try await session.manager.resume(id) }
             let commandRun = CommandRun(session: session, display: display)
-            let outcome = await commandRun.run(ids, events: events, inputErrors: 0)
+            let outcome = await commandRun.run(ids, watch: watch, inputErrors: 0)
             await commandRun.summarize(outcome)
             await session.close()
             if outcome.exitCode != 0 { throw ExitCode(outcome.exitCode) }
