@@ -132,10 +132,17 @@ public final class SQLiteDownloadStore: DownloadStore {
         configuration.prepareDatabase { db in try db.execute(sql: "PRAGMA synchronous = NORMAL") }
         do {
             pool = try DatabasePool(path: path, configuration: configuration)
-            // The same checks again, now under the pool (a write-ahead log may have held more).
-            _ = try pool.read { db in try Self.classify(db, path: path) }
+            // The same checks again, now under the pool (a write-ahead log may have held more),
+            // on the writer's connection, in one read transaction: no reader is opened (and
+            // closed again after the migration) for it at every start.
+            _ = try pool.writeWithoutTransaction { db in
+                try db.inTransaction(.deferred) {
+                    _ = try Self.classify(db, path: path)
+                    return .commit
+                }
+            }
             try Self.migrator.migrate(pool)
-            // Readers opened before the migration still know the old schema: none is kept.
+            // Readers opened before the migration would still know the old schema: none is kept.
             pool.invalidateReadOnlyConnections()
         } catch let error as DownloadError {
             throw error
