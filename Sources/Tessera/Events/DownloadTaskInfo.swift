@@ -1,6 +1,6 @@
 import Foundation
 
-/// A snapshot of one task, as ``DownloadTaskManager/check(_:)`` and events give it: values,
+/// A snapshot of one task, as the manager's `check` methods (``DownloadTaskManager/checkAll()``) and events give it: values,
 /// never live objects.
 public struct DownloadTaskInfo: Sendable, Equatable {
     /// The task's identity.
