@@ -31,7 +31,6 @@ package struct CommandRun {
         var merges: [DownloadTaskID: MergeOutcome] = [:]
     }
 
-
     /// What a run learns from the manager's events, taken from the moment it is made: made
     /// before the inputs are added, a list of 100,000 tasks is shown and counted as it is added
     /// instead of waiting, every event of it, in the stream's buffer.
@@ -46,9 +45,10 @@ package struct CommandRun {
         let wake: AsyncStream<Void>.Continuation
         let task: Task<Void, Never>
 
-        /// Subscribes to `manager`'s events, those the run uses (``CommandRun/filter(for:timesTasks:)``).
-        /// `timesTasks`: each task's time is taken from the events as they come (`--json` reports
-        /// it, `tessera demo` shows it); by default with `--json` only.
+        /// Subscribes to `manager`'s events, those the run uses
+        /// (``CommandRun/filter(for:timesTasks:)``). `timesTasks`: each task's time is taken from
+        /// the events as they come (`--json` reports it, `tessera demo` shows it); by default
+        /// with `--json` only.
         package init(manager: DownloadTaskManager, display: Display, timesTasks: Bool? = nil) {
             (wakeups, wake) = AsyncStream<Void>.makeStream(bufferingPolicy: .bufferingNewest(1))
             let timed = timesTasks ?? (display.mode == .json)

@@ -77,7 +77,7 @@ package struct Session {
         var opened = false
         defer { if !opened { lock.release() } }
         // The state file is opened (created, or its schema brought up to date) on another thread
-        // while the engine and the entities are made: a few milliseconds of every start.
+        // while the engine and the entities are made (about a millisecond of every start).
         let fleetStore = settings.fleet?.store
         async let openedStore: any DownloadStore = try fleetStore ?? SQLiteDownloadStore(path: stateDirectory + "/tessera.sqlite")
         let cache = settings.state.noCache ? nil : try SegmentCache(directory: stateDirectory + "/cache")

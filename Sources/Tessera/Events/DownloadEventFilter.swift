@@ -21,7 +21,9 @@ public struct DownloadEventFilter: Sendable, Hashable {
     public static let all = DownloadEventFilter()
 
     /// A filter telling the changes into `states`, and additions and progress when asked.
-    public init(states: Set<DownloadTaskState.Kind> = Set(DownloadTaskState.Kind.allCases), additions: Bool = true, progress: Bool = true) {
+    public init(
+        states: Set<DownloadTaskState.Kind> = Set(DownloadTaskState.Kind.allCases), additions: Bool = true, progress: Bool = true
+    ) {
         self.states = states
         self.additions = additions
         self.progress = progress

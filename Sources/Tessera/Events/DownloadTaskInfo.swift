@@ -1,7 +1,7 @@
 import Foundation
 
-/// A snapshot of one task, as the manager's `check` methods (``DownloadTaskManager/checkAll()``) and events give it: values,
-/// never live objects.
+/// A snapshot of one task, as the manager's `check` methods (``DownloadTaskManager/checkAll()``
+/// and the others) and events give it: values, never live objects.
 public struct DownloadTaskInfo: Sendable, Equatable {
     /// The task's identity.
     public var id: DownloadTaskID

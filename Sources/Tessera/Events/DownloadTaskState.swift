@@ -93,7 +93,8 @@ public enum DownloadTaskState: Hashable, Sendable, Codable, CustomStringConverti
 }
 
 extension DownloadTaskState.Kind {
-    /// The kind's place in ``allCases`` (fewer than 16): its bit in the transition masks and in ``DownloadEventFilter``.
+    /// The kind's place in ``allCases`` (fewer than 16): its bit in the transition masks and in
+    /// ``DownloadEventFilter``.
     var ordinal: Int {
         switch self {
         case .idle: 0
