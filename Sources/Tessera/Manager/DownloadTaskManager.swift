@@ -345,8 +345,9 @@ public actor DownloadTaskManager {
     /// resumes by itself, so it is waited for). Returns at once for a settled task, `nil` for
     /// an unknown or removed one, and the latest snapshot when the manager shuts down first.
     public func wait(for id: DownloadTaskID) async -> DownloadTaskInfo? {
-        // Subscribed before looking, so no change falls between the look and the stream.
-        let events = hub.subscribe()
+        // Subscribed before looking, so no change falls between the look and the stream; told
+        // only of the changes that settle a task (and removals).
+        let events = hub.subscribe(Self.settlingChanges)
         guard let now = check(id) else { return nil }
         if Self.isSettled(now.state) { return now }
         for await event in events {
@@ -374,6 +375,25 @@ public actor DownloadTaskManager {
     static func isSettled(_ state: DownloadTaskState) -> Bool {
         state.isFinal || state == .paused
     }
+
+    /// The events ``wait(for:)`` needs: the changes into the states ``isSettled(_:)`` names.
+    static let settlingChanges = DownloadEventFilter(
+        states: Set(DownloadTaskState.Kind.allCases.filter { kind in
+            // (A state of each kind; an interruption settles nothing, whatever its reason.)
+            let state: DownloadTaskState = switch kind {
+            case .idle: .idle
+            case .waiting: .waiting
+            case .resolving: .resolving
+            case .downloading: .downloading
+            case .paused: .paused
+            case .interrupted: .interrupted(.network)
+            case .completed: .completed
+            case .failed: .failed
+            case .invalid: .invalid
+            case .removed: .removed
+            }
+            return isSettled(state)
+        }), additions: false, progress: false)
 
     /// Snapshots of every task, in the order they were added.
     public func checkAll() -> [DownloadTaskInfo] {

@@ -39,6 +39,13 @@ import TesseraTesting
         #expect(!onlyInterrupted.includes(.taskStateChanged(completed, previous: .downloading)))
     }
 
+    /// `wait(for:)` is told only of the changes that settle a task (and of removals).
+    @Test func waitingForATaskListensForTheSettledStatesOnly() {
+        let filter = DownloadTaskManager.settlingChanges
+        #expect(filter.states == [.paused, .completed, .failed, .invalid, .removed])
+        #expect(!filter.additions && !filter.progress)
+    }
+
     @Test func theHubKnowsWhatAnySubscriberIsToldOfAsSubscribersComeAndGo() async {
         let hub = EventHub()
         #expect(!hub.tellsChanges(into: .downloading) && !hub.tellsAdditions && !hub.tellsProgress)
