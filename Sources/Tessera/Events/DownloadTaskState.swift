@@ -93,6 +93,23 @@ public enum DownloadTaskState: Hashable, Sendable, Codable, CustomStringConverti
 }
 
 extension DownloadTaskState.Kind {
+    /// A state of this kind (an interruption's is the network's): for rules stated on states
+    /// and asked of kinds. (The inverse of ``DownloadTaskState/kind``.)
+    package var example: DownloadTaskState {
+        switch self {
+        case .idle: .idle
+        case .waiting: .waiting
+        case .resolving: .resolving
+        case .downloading: .downloading
+        case .paused: .paused
+        case .interrupted: .interrupted(.network)
+        case .completed: .completed
+        case .failed: .failed
+        case .invalid: .invalid
+        case .removed: .removed
+        }
+    }
+
     /// The kind's place in ``allCases`` (fewer than 16): its bit in the transition masks and in
     /// ``DownloadEventFilter``.
     var ordinal: Int {

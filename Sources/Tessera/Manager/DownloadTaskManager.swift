@@ -378,22 +378,7 @@ public actor DownloadTaskManager {
 
     /// The events ``wait(for:)`` needs: the changes into the states ``isSettled(_:)`` names.
     static let settlingChanges = DownloadEventFilter(
-        states: Set(DownloadTaskState.Kind.allCases.filter { kind in
-            // (A state of each kind; an interruption settles nothing, whatever its reason.)
-            let state: DownloadTaskState = switch kind {
-            case .idle: .idle
-            case .waiting: .waiting
-            case .resolving: .resolving
-            case .downloading: .downloading
-            case .paused: .paused
-            case .interrupted: .interrupted(.network)
-            case .completed: .completed
-            case .failed: .failed
-            case .invalid: .invalid
-            case .removed: .removed
-            }
-            return isSettled(state)
-        }), additions: false, progress: false)
+        states: Set(DownloadTaskState.Kind.allCases.filter { isSettled($0.example) }), additions: false, progress: false)
 
     /// Snapshots of every task, in the order they were added.
     public func checkAll() -> [DownloadTaskInfo] {
