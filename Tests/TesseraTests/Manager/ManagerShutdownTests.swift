@@ -64,8 +64,9 @@ import TesseraTesting
         let report = try await next.restore()
         #expect(report.restored.map(\.id) == [entity.taskID])
         // (What the task is at when it is not completed in time says why: a clean clone's CI
-        // once found it not completed after 30 s, in the pass on two-thread engines.)
-        let done = await next.waitForState(entity.taskID, .completed)
+        // once found it not completed after 30 s, in the pass on two-thread engines, where a test
+        // that takes 0.04 s alone reports up to 23 s. A minute, within the suite's two.)
+        let done = await next.waitForState(entity.taskID, .completed, timeout: .seconds(60))
         #expect(done?.state == .completed, "\(String(describing: done?.state)): \(done?.error?.message ?? "no error")")
         await next.shutdown()
         await engine.shutdown()
