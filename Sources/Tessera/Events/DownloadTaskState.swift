@@ -59,7 +59,7 @@ public enum DownloadTaskState: Hashable, Sendable, Codable, CustomStringConverti
     public var isInterrupted: Bool { kind == .interrupted }
 
     /// Whether nothing more will happen without a command: completed, failed, invalid, removed.
-    public var isFinal: Bool { [.completed, .failed, .invalid, .removed].contains(kind) }
+    public var isFinal: Bool { kind.isFinal }
 
     public var description: String {
         if case .interrupted(let reason) = self { return "interrupted(\(reason.rawValue))" }
@@ -93,22 +93,9 @@ public enum DownloadTaskState: Hashable, Sendable, Codable, CustomStringConverti
 }
 
 extension DownloadTaskState.Kind {
-    /// A state of this kind (an interruption's is the network's): for rules stated on states
-    /// and asked of kinds. (The inverse of ``DownloadTaskState/kind``.)
-    package var example: DownloadTaskState {
-        switch self {
-        case .idle: .idle
-        case .waiting: .waiting
-        case .resolving: .resolving
-        case .downloading: .downloading
-        case .paused: .paused
-        case .interrupted: .interrupted(.network)
-        case .completed: .completed
-        case .failed: .failed
-        case .invalid: .invalid
-        case .removed: .removed
-        }
-    }
+    /// Whether nothing more will happen to a task in a state of this kind without a command
+    /// (``DownloadTaskState/isFinal``).
+    var isFinal: Bool { [.completed, .failed, .invalid, .removed].contains(self) }
 
     /// The kind's place in ``allCases`` (fewer than 16): its bit in the transition masks and in
     /// ``DownloadEventFilter``.

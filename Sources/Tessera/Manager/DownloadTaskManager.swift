@@ -373,12 +373,17 @@ public actor DownloadTaskManager {
     }
 
     static func isSettled(_ state: DownloadTaskState) -> Bool {
-        state.isFinal || state == .paused
+        settles(state.kind)
+    }
+
+    /// Whether a task in a state of `kind` has settled (see ``isSettled(_:)``).
+    static func settles(_ kind: DownloadTaskState.Kind) -> Bool {
+        kind.isFinal || kind == .paused
     }
 
     /// The events ``wait(for:)`` needs: the changes into the states ``isSettled(_:)`` names.
     static let settlingChanges = DownloadEventFilter(
-        states: Set(DownloadTaskState.Kind.allCases.filter { isSettled($0.example) }), additions: false, progress: false)
+        states: Set(DownloadTaskState.Kind.allCases.filter(settles)), additions: false, progress: false)
 
     /// Snapshots of every task, in the order they were added.
     public func checkAll() -> [DownloadTaskInfo] {

@@ -17,7 +17,18 @@ import Tessera
     ]
 
     static func state(_ kind: DownloadTaskState.Kind) -> DownloadTaskState {
-        kind.example
+        switch kind {
+        case .idle: .idle
+        case .waiting: .waiting
+        case .resolving: .resolving
+        case .downloading: .downloading
+        case .paused: .paused
+        case .interrupted: .interrupted(.network)
+        case .completed: .completed
+        case .failed: .failed
+        case .invalid: .invalid
+        case .removed: .removed
+        }
     }
 
     @Test(arguments: DownloadTaskState.Kind.allCases)
