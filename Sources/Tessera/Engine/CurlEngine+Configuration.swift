@@ -84,6 +84,14 @@ extension CurlEngine {
         /// those limits then hold exactly.
         public var threads: Int = 1
 
+        /// Whether a large body (4 MiB or more still to come, without a rate limit) is written to
+        /// its file by a writer thread of the engine's own while the engine thread receives the
+        /// next bytes, so that receiving and writing one file use two cores at once. Only on a
+        /// machine with two cores or more; at most about 1 MiB of a transfer waits for the
+        /// writer, and its bytes count as written (its checkpoint, ``TransferRequest/onFlush``)
+        /// once they are in the file. `false`: each engine thread writes what it receives.
+        public var writesBehind: Bool = true
+
         /// Two engine threads on a machine with two cores or more, else one (see ``threads``).
         public static var automaticThreads: Int { min(2, max(1, ProcessInfo.processInfo.activeProcessorCount)) }
 

@@ -26,6 +26,8 @@ public final class CurlEngine: Sendable {
     private let cores: [EngineCore]
     /// The global rate limit, which all the threads take from.
     private let budget: RateBudget
+    /// The writer thread of large bodies (``Configuration/writesBehind``), shared by the threads.
+    private let writeBehind: WriteBehind?
 
     /// The configuration the engine was created with.
     public let configuration: Configuration
@@ -42,12 +44,14 @@ public final class CurlEngine: Sendable {
         // (Each thread's cache keeps as many connections as one thread's would: a thread that
         // carries one large task's connections, all of them, reuses every one. A smaller share
         // closed one at each transfer's end: 1,512 connections for 100,000 DASH segments.)
+        let writeBehind = configuration.writesBehind && ProcessInfo.processInfo.activeProcessorCount > 1 ? WriteBehind() : nil
         var cores: [EngineCore] = []
         for _ in 0..<count {
-            cores.append(try EngineCore(configuration: configuration, budget: budget, metrics: metrics))
+            cores.append(try EngineCore(configuration: configuration, budget: budget, metrics: metrics, writeBehind: writeBehind))
         }
         self.cores = cores
         self.budget = budget
+        self.writeBehind = writeBehind
         for (index, core) in cores.enumerated() {
             let name = count == 1 ? "tessera-curl" : "tessera-curl-\(index)"
             let thread = Thread {
@@ -63,7 +67,13 @@ public final class CurlEngine: Sendable {
 
     deinit {
         for core in cores { core.requestShutdown() }
+        // (Its thread ends once the blocks handed to it are written: a transfer closes its file
+        // only after that, wherever it ends.)
+        writeBehind?.stop()
     }
+
+    /// Blocks of bodies the writer thread has written (for the tests); `nil` without one.
+    var writtenBehindBlocks: Int? { writeBehind?.writtenBlocks }
 
     /// The engine thread with the fewest transfers now (running or waiting to start), as a lane
     /// for ``start(_:lane:progress:complete:)``: a caller whose transfers' callbacks must not run
@@ -154,6 +164,7 @@ public final class CurlEngine: Sendable {
     public func shutdown() async {
         for core in cores { core.requestShutdown() }
         for core in cores { await core.waitUntilExited() }
+        writeBehind?.stop()
     }
 
     /// Counters for monitoring and tests.

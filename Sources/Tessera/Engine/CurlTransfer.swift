@@ -52,18 +52,26 @@ final class CurlTransfer {
     private var writeBuffer: UnsafeMutableRawPointer?
     private var writeBufferCapacity = 0
     private var buffered = 0
+    /// The body's writes when the engine's writer thread makes them (``WriteBehind``); the
+    /// write buffer is then the writer's, and full ones go to it instead of to `pwrite`.
+    private var stream: WriteBehind.Stream?
+    /// With a ``stream``: the span position up to which bytes went to the writer (`written`
+    /// follows as it writes them).
+    private var handedOver: Int64 = 0
+    /// The span position of the write buffer's first byte.
+    private var bufferStart: Int64 { stream == nil ? written : handedOver }
     /// The transfer stopped at its ``TransferRequest/bound``: a success, whatever libcurl says.
     private var reachedBound = false
     /// When the buffer was last written out: bytes never wait in it long (a stalled server
     /// must not keep them from the disk, and from a crash record).
     private var lastFlush = MonotonicClock.nanoseconds()
 
-    /// Whether body bytes wait in the write buffer.
-    var hasBufferedBytes: Bool { buffered > 0 }
+    /// Whether body bytes wait in the write buffer (or with the writer, not yet counted written).
+    var hasBufferedBytes: Bool { buffered > 0 || handedOver > written }
 
     /// Writes the buffer out when bytes have waited in it longer than `interval` nanoseconds.
     func flushIfStale(now: UInt64, interval: UInt64) {
-        guard buffered > 0, now &- lastFlush >= interval else { return }
+        guard hasBufferedBytes, now &- lastFlush >= interval else { return }
         if let error = flush(), failure == nil { failure = error }
     }
     private var responseAnnounced = false
@@ -113,8 +121,9 @@ final class CurlTransfer {
     deinit {
         errorBuffer.deallocate()
         if let headerList { curl_slist_free_all(headerList) }
+        if let stream { _ = core.writeBehind?.drain(stream) }
         if fileDescriptor >= 0 { close(fileDescriptor) }
-        if let writeBuffer { core.returnBuffer(writeBuffer) }
+        if let writeBuffer { giveBack(writeBuffer) }
     }
 
     /// The largest write the body makes to its file.
@@ -318,7 +327,7 @@ final class CurlTransfer {
             received += Int64(count)
             written += Int64(count)
         case .file:
-            let position = written + Int64(buffered)
+            let position = bufferStart + Int64(buffered)
             var taken = count
             if let bound = pending.request.bound {
                 taken = bound.take(count, at: position)
@@ -353,9 +362,12 @@ final class CurlTransfer {
     static let errorSignal = tessera_curl_writefunc_error()
 
     /// Takes body bytes into the write buffer, writing it out whenever it fills; a block at
-    /// least as large as the buffer goes straight to the file.
+    /// least as large as the buffer goes straight to the file. With the writer thread
+    /// (``stream``), every byte is copied into a block of the writer's, and a full block goes to
+    /// it while this thread receives the next.
     private func append(_ pointer: UnsafeRawPointer, count: Int) -> DownloadError? {
-        if writeBuffer == nil {
+        let writer = stream == nil ? nil : core.writeBehind
+        if writeBuffer == nil, writer == nil {
             // A buffer from the engine's pool (no allocation per transfer); a small body fills only
             // what it needs of it.
             let expected = spanLength.map { max(0, $0 - written) } ?? Int64(Self.writeBlockSize)
@@ -368,7 +380,7 @@ final class CurlTransfer {
             writeBufferCapacity = Int(min(max(expected, 16 * 1024), block))
             writeBuffer = core.borrowBuffer()
         }
-        if count >= Self.directWriteSize {
+        if writer == nil, count >= Self.directWriteSize {
             // A large piece goes straight from libcurl's buffer to the file (a copy saved), after
             // what waits in the buffer.
             if let error = flush() { return error }
@@ -379,7 +391,11 @@ final class CurlTransfer {
         }
         var offset = 0
         while offset < count {
-            if buffered == 0, count - offset >= writeBufferCapacity {
+            if let writer, writeBuffer == nil {
+                writeBuffer = writer.borrow()
+                writeBufferCapacity = writer.blockSize
+            }
+            if writer == nil, buffered == 0, count - offset >= writeBufferCapacity {
                 if let error = writeFully(pointer + offset, count: count - offset, at: fileBase + written) { return error }
                 written += Int64(count - offset)
                 pending.request.onFlush?(written)
@@ -389,15 +405,53 @@ final class CurlTransfer {
             (writeBuffer! + buffered).copyMemory(from: pointer + offset, byteCount: piece)
             buffered += piece
             offset += piece
-            if buffered == writeBufferCapacity, let error = flush() { return error }
+            if buffered == writeBufferCapacity, let error = writer == nil ? flush() : handOver() { return error }
         }
         return nil
     }
 
-    /// Writes the buffered bytes to the file; then ``TransferRequest/onFlush`` learns they are there.
+    /// Gives the write buffer to the writer thread (it is the writer's from then on), and takes
+    /// in what it has written since the last look.
+    private func handOver() -> DownloadError? {
+        guard let stream, let writer = core.writeBehind else { return nil }
+        if buffered > 0, let writeBuffer {
+            let end = handedOver + Int64(buffered)
+            writer.submit(stream, buffer: writeBuffer, count: buffered, offset: fileBase + handedOver, end: end)
+            handedOver = end
+            self.writeBuffer = nil
+            buffered = 0
+        }
+        return take(writer.state(of: stream))
+    }
+
+    /// Takes in what the writer reports: the bytes in the file count as written (and
+    /// ``TransferRequest/onFlush`` learns of them), a failed write is this transfer's failure.
+    private func take(_ state: (writtenEnd: Int64, failure: Int32)) -> DownloadError? {
+        if state.writtenEnd > written {
+            written = state.writtenEnd
+            pending.request.onFlush?(written)
+        }
+        return state.failure == 0 ? nil : fileError(state.failure, doing: "write to")
+    }
+
+    /// A write buffer goes back where it came from: the writer's, or the engine thread's pool.
+    private func giveBack(_ buffer: UnsafeMutableRawPointer) {
+        if stream != nil, let writer = core.writeBehind {
+            writer.giveBack(buffer)
+        } else {
+            core.returnBuffer(buffer)
+        }
+    }
+
+    /// Writes the buffered bytes to the file; then ``TransferRequest/onFlush`` learns they are
+    /// there. With the writer thread: hands them over and waits until it has written them.
     @discardableResult
     func flush() -> DownloadError? {
         lastFlush = MonotonicClock.nanoseconds()
+        if let stream, let writer = core.writeBehind {
+            if let error = handOver() { return error }
+            return take(writer.drain(stream))
+        }
         guard buffered > 0, let writeBuffer else { return nil }
         if let error = writeFully(writeBuffer, count: buffered, at: fileBase + written) { return error }
         written += Int64(buffered)
@@ -407,11 +461,7 @@ final class CurlTransfer {
     }
 
     private func writeFully(_ pointer: UnsafeRawPointer, count: Int, at offset: Int64) -> DownloadError? {
-        if let permitsWrite = pending.request.permitsWrite, !permitsWrite() {
-            return DownloadError(
-                .connectionLost, "the bytes were not written: this process may no longer hold the download",
-                url: pending.request.url.absoluteString, checkpoint: TransferCheckpoint(bytesWritten: written, validator: validator))
-        }
+        if let permitsWrite = pending.request.permitsWrite, !permitsWrite() { return notPermitted() }
         var done = 0
         while done < count {
             let result = pwrite(fileDescriptor, pointer + done, count - done, off_t(offset) + off_t(done))
@@ -422,6 +472,13 @@ final class CurlTransfer {
             done += result
         }
         return nil
+    }
+
+    /// The error when the request's ``TransferRequest/permitsWrite`` refuses a write.
+    private func notPermitted() -> DownloadError {
+        DownloadError(
+            .connectionLost, "the bytes were not written: this process may no longer hold the download",
+            url: pending.request.url.absoluteString, checkpoint: TransferCheckpoint(bytesWritten: written, validator: validator))
     }
 
     private func fileError(_ code: Int32, doing action: String) -> DownloadError {
@@ -436,7 +493,7 @@ final class CurlTransfer {
     }
 
     /// Bytes written that no progress report has told yet.
-    var hasUnreportedProgress: Bool { pending.progress != nil && written + Int64(buffered) != reportedWritten }
+    var hasUnreportedProgress: Bool { pending.progress != nil && bufferStart + Int64(buffered) != reportedWritten }
     private var reportedWritten: Int64 = -1
 
     /// Reports progress when the interval has passed (or always, when `final`).
@@ -445,9 +502,9 @@ final class CurlTransfer {
         let now = MonotonicClock.nanoseconds()
         guard final || now &- lastProgress >= core.progressIntervalNanoseconds else { return }
         lastProgress = now
-        reportedWritten = written + Int64(buffered)
+        reportedWritten = bufferStart + Int64(buffered)
         handler(TransferProgress(
-            bytesReceived: received, bytesWritten: written, bytesTaken: written + Int64(buffered), totalBytes: spanLength,
+            bytesReceived: received, bytesWritten: written, bytesTaken: reportedWritten, totalBytes: spanLength,
             validator: validator ?? checkpointValidator))
     }
 
@@ -687,6 +744,13 @@ final class CurlTransfer {
         if ownsTail, !truncateOnOpen, ftruncate(fileDescriptor, off_t(fileBase + written)) != 0 {
             return fileError(errno, doing: "truncate")
         }
+        if core.writeBehind != nil, WriteBehind.takes(
+            remaining: spanLength.map { $0 - written }, rateLimited: core.currentRateLimit(for: pending.request) != nil,
+            fenced: pending.request.permitsWrite != nil)
+        {
+            stream = WriteBehind.Stream(descriptor: descriptor, writtenEnd: written)
+            handedOver = written
+        }
         return nil
     }
 
@@ -728,7 +792,7 @@ final class CurlTransfer {
     /// file; the write buffer goes back to the engine's pool.
     func closeFile() {
         defer {
-            if let writeBuffer { core.returnBuffer(writeBuffer) }
+            if let writeBuffer { giveBack(writeBuffer) }
             writeBuffer = nil
             buffered = 0
         }

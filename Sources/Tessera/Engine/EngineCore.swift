@@ -81,6 +81,8 @@ final class EngineCore: @unchecked Sendable {
     private let metrics: EngineMetrics
     /// The global rate limit, shared by the engine's threads.
     let budget: RateBudget
+    /// The writer thread of large bodies, shared by the engine's threads (``WriteBehind``).
+    let writeBehind: WriteBehind?
     /// Set while the engine thread is (about to be) in `curl_multi_poll`; submissions wake it
     /// only then, which saves a system call per transfer while it is busy anyway.
     private let sleeping = Atomic<Bool>(false)
@@ -95,7 +97,9 @@ final class EngineCore: @unchecked Sendable {
     private var bufferPool: [UnsafeMutableRawPointer] = []
     private var logger: Logger
 
-    init(configuration: CurlEngine.Configuration, budget: RateBudget, metrics: EngineMetrics) throws(DownloadError) {
+    init(
+        configuration: CurlEngine.Configuration, budget: RateBudget, metrics: EngineMetrics, writeBehind: WriteBehind? = nil
+    ) throws(DownloadError) {
         _ = CurlGlobal.initialized
         guard let multi = curl_multi_init() else {
             throw DownloadError(.transport, "libcurl could not create a multi handle")
@@ -105,6 +109,7 @@ final class EngineCore: @unchecked Sendable {
         self.logger = configuration.logger
         self.metrics = metrics
         self.budget = budget
+        self.writeBehind = writeBehind
         self.verbose = ProcessInfo.processInfo.environment["TESSERA_CURL_VERBOSE"] == "1"
         self.progressIntervalNanoseconds = UInt64(max(0, configuration.progressInterval.nanoseconds))
         _ = tessera_curl_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, max(0, configuration.maxConnections))
