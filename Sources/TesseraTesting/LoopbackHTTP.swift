@@ -29,8 +29,8 @@ public enum LoopbackHTTP {
         public var description: String
     }
 
-    /// Sends one request to `127.0.0.1:port` and returns the whole answer (30 s at most
-    /// between two reads).
+    /// Sends one request to `127.0.0.1:port` and returns the whole answer (``readTimeout`` at
+    /// most between two reads).
     public static func request(
         port: Int, method: String = "GET", path: String, headers: [String: String] = [:], body: Data? = nil
     ) async throws -> Response {
@@ -43,6 +43,9 @@ public enum LoopbackHTTP {
             while true {
                 let count = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
                 if count < 0, errno == EINTR { continue }
+                if count < 0, errno == EAGAIN || errno == EWOULDBLOCK, headEnd(received) == nil {
+                    throw Failure(description: "no HTTP answer within \(readTimeout) s (\(received.count) bytes of it)")
+                }
                 guard count > 0 else { break }
                 received += buffer[..<count]
             }
@@ -111,6 +114,11 @@ public enum LoopbackHTTP {
 
     // MARK: - The wire
 
+    /// The longest wait between two reads, in seconds: long, because a test's server shares two
+    /// cores with a thousand other tests in the parallel phase, where a request that takes
+    /// milliseconds alone has been seen to wait more than 30 s (the suites' limit is two minutes).
+    static let readTimeout = 90
+
     private static func connect(port: Int) throws -> Int32 {
         let socket = Glibc.socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard socket >= 0 else { throw Failure(description: "socket: \(String(cString: strerror(errno)))") }
@@ -126,7 +134,7 @@ public enum LoopbackHTTP {
             close(socket)
             throw Failure(description: "connect to 127.0.0.1:\(port): \(String(cString: strerror(code)))")
         }
-        var timeout = timeval(tv_sec: 30, tv_usec: 0)
+        var timeout = timeval(tv_sec: readTimeout, tv_usec: 0)
         setsockopt(socket, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
         return socket
     }
