@@ -138,7 +138,9 @@ import TesseraTesting
             let (ended, lines) = await tmux.pane(within: .seconds(30)) { $0.contains { $0.hasPrefix("EXIT") } }
             #expect(ended, "\(lines)")
             #expect(lines.contains("EXIT 1"), "\(lines)")
-            let told = lines.filter { $0.contains("404") }
+            // (The status with its reason: the temporary directory's random name, on the summary's
+            // path line, may hold "404" too.)
+            let told = lines.filter { $0.contains("404 Not Found") }
             #expect(told.count == 2, "once as it fails, once in the summary: \(lines)")
             #expect(told.first?.hasPrefix("✗ missing.bin") == true, "\(lines)")
             #expect(!lines.contains { $0.contains("direct:") }, "\(lines)")

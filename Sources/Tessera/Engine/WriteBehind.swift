@@ -64,7 +64,8 @@ final class WriteBehind: @unchecked Sendable {
     private var free: [UnsafeMutableRawPointer] = []
     /// Blocks handed over and not yet written, over all streams.
     private var inFlight = 0
-    private var started = false
+    /// Whether the thread runs (it ends when ``stop()`` asked it to and nothing waits).
+    private var running = false
     private var stopping = false
     private var blocksWritten = 0
     /// Whether the writer thread waits for a block, and how many engine threads wait for the
@@ -146,8 +147,10 @@ final class WriteBehind: @unchecked Sendable {
         inFlight += 1
         stream.mostInFlight = max(stream.mostInFlight, stream.inFlight)
         queue.append(Block(stream: stream, buffer: buffer, count: count, offset: offset, end: end))
-        if !started {
-            started = true
+        if !running {
+            // (The first block, or one that comes after a stop: a transfer the engine ends as it
+            // shuts down still writes out what it received.)
+            running = true
             let thread = Thread { [self] in
                 tessera_name_this_thread("tessera-write")
                 run()
@@ -174,8 +177,8 @@ final class WriteBehind: @unchecked Sendable {
         return (stream.writtenEnd, stream.failure)
     }
 
-    /// Lets the thread end once the blocks handed over are written (the engine stops). Nothing
-    /// is submitted after this.
+    /// Lets the thread end once the blocks handed over are written (the engine stops); a block
+    /// handed over after that starts it again.
     func stop() {
         condition.withLock {
             stopping = true
@@ -187,7 +190,10 @@ final class WriteBehind: @unchecked Sendable {
         condition.lock()
         while true {
             guard let block = queue.popFirst() else {
-                if stopping { break }
+                if stopping {
+                    running = false
+                    break
+                }
                 writerWaits = true
                 condition.wait()
                 writerWaits = false

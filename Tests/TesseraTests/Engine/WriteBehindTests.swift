@@ -54,6 +54,13 @@ import Glibc
         let bytes = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
         #expect(bytes.count == 50 * 4096)
         #expect((0..<50).allSatisfy { index in bytes[index * 4096..<(index + 1) * 4096].allSatisfy { $0 == UInt8(index % 251) } })
+
+        // Blocks handed over after a stop (a transfer ending as its engine shuts down) are
+        // still written: the thread starts again for them.
+        writer.stop()
+        Self.submit(3, of: 4096, to: writer, stream, from: 50 * 4096)
+        #expect(writer.drain(stream) == (writtenEnd: 53 * 4096, failure: 0))
+        #expect(FileOperations.size(path) == Int64(53 * 4096))
     }
 
     @Test func aFailedWriteIsKeptAndTheBlocksAfterItAreNotWritten() throws {
