@@ -420,6 +420,9 @@ final class CurlTransfer {
             handedOver = end
             self.writeBuffer = nil
             buffered = 0
+            // (With the writer, the block is on its way to the disk: a transfer that goes on
+            // handing blocks over is not stale, one that stalls is looked at 20 ms later.)
+            lastFlush = MonotonicClock.nanoseconds()
         }
         return take(writer.state(of: stream))
     }
