@@ -173,6 +173,41 @@ public final class LoopbackOrigin: Sendable {
     /// The most connections that were open at the same moment.
     public var maxConcurrentConnections: Int { core.state.withLock { $0.maxOpenConnections } }
 
+    /// The most connections that were open at the same moment, each taken as closed `grace`
+    /// before the origin saw it close. A client that closes a connection and then opens another
+    /// may be seen the other way round here: the origin's event loops take the close and the
+    /// accept in either order (two threads, or one turn of one), so two connections that never
+    /// overlapped at the client can overlap here for a moment. Connections that overlap for
+    /// longer than `grace` still count (so connections shorter than it overlap nothing).
+    public func maxConcurrentConnections(grace: Duration) -> Int {
+        let lifetimes = core.state.withLock { Array($0.lifetimes.values) }
+        let nanoseconds = UInt64(max(0, grace.components.seconds)) &* 1_000_000_000
+            &+ UInt64(max(0, grace.components.attoseconds / 1_000_000_000))
+        return Self.mostOverlapping(lifetimes, grace: nanoseconds)
+    }
+
+    /// The most of `lifetimes` (accepted, closed; monotonic nanoseconds, `nil`: open) that
+    /// overlap at one instant, each taken as closed `grace` nanoseconds before it did (at least
+    /// open for its first nanosecond).
+    static func mostOverlapping(_ lifetimes: [(opened: UInt64, closed: UInt64?)], grace: UInt64) -> Int {
+        // Each connection is open over [opened, end); an end comes before a start at the same
+        // instant.
+        var events: [(time: UInt64, change: Int)] = []
+        events.reserveCapacity(lifetimes.count * 2)
+        for lifetime in lifetimes {
+            let end = lifetime.closed.map { $0 >= lifetime.opened &+ grace ? $0 - grace : lifetime.opened } ?? .max
+            events.append((lifetime.opened, 1))
+            events.append((max(end, lifetime.opened &+ 1), -1))
+        }
+        events.sort { $0.time != $1.time ? $0.time < $1.time : $0.change < $1.change }
+        var open = 0, most = 0
+        for event in events {
+            open += event.change
+            most = max(most, open)
+        }
+        return most
+    }
+
     /// Connections accepted in all.
     public var connectionsAccepted: Int { core.state.withLock { $0.connectionsAccepted } }
 
@@ -185,6 +220,7 @@ public final class LoopbackOrigin: Sendable {
             state.totalBytesServed = 0
             state.maxOpenConnections = state.openConnections
             state.connectionsAccepted = 0
+            state.lifetimes = state.lifetimes.filter { $0.value.closed == nil }
         }
     }
 }
@@ -233,6 +269,10 @@ final class OriginCore: Sendable {
         /// so a number is never given twice.
         var connectionNumbers = 0
         var channels: [ObjectIdentifier: any Channel] = [:]
+        /// When each connection was accepted and closed (monotonic nanoseconds), by its number.
+        var lifetimes: [Int: (opened: UInt64, closed: UInt64?)] = [:]
+        /// The numbers of the connections open now, by channel.
+        var openNumbers: [ObjectIdentifier: Int] = [:]
         var contents: [String: OriginContent] = [:]
         var prefixes: [(prefix: String, handler: @Sendable (String) -> LoopbackOrigin.Resource?)] = []
 
@@ -284,6 +324,8 @@ final class OriginCore: Sendable {
             state.connectionNumbers += 1
             state.maxOpenConnections = max(state.maxOpenConnections, state.openConnections)
             state.channels[ObjectIdentifier(channel)] = channel
+            state.lifetimes[state.connectionNumbers] = (DispatchTime.now().uptimeNanoseconds, nil)
+            state.openNumbers[ObjectIdentifier(channel)] = state.connectionNumbers
             return state.connectionNumbers
         }
     }
@@ -292,6 +334,9 @@ final class OriginCore: Sendable {
         state.withLock { state in
             state.openConnections -= 1
             state.channels[ObjectIdentifier(channel)] = nil
+            if let number = state.openNumbers.removeValue(forKey: ObjectIdentifier(channel)) {
+                state.lifetimes[number]?.closed = DispatchTime.now().uptimeNanoseconds
+            }
         }
     }
 

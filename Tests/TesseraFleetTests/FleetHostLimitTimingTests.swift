@@ -47,8 +47,12 @@ struct FleetHostLimitTimingTests {
             print("fleet host limit: \(atKill) connections at the kill; the survivor had 3 after \(reached) (bound \(bound))")
             #expect(reached <= bound)
             #expect(await eventually(within: .seconds(90)) { ((try? await fleet.states()) ?? [:])["completed"] == paths.count }, "\(fleet.logs)")
-            print("fleet host limit: at most \(fleet.origin.maxConcurrentConnections) connections at once (limit 3)")
-            #expect(fleet.origin.maxConcurrentConnections <= 3, "the origin saw more connections than the fleet's limit")
+            // (A connection a worker closes right before it opens the next may be seen closing
+            // after the next opened: the origin's two event loops take them in either order. Each
+            // file takes 1.5 s here; 50 ms of grace is far below any real overlap.)
+            let seen = fleet.origin.maxConcurrentConnections, overlapping = fleet.origin.maxConcurrentConnections(grace: .milliseconds(50))
+            print("fleet host limit: at most \(overlapping) connections at once (limit 3; \(seen) as the origin's loops saw them)")
+            #expect(overlapping <= 3, "the origin saw more connections than the fleet's limit")
             for path in paths {
                 let name = String(path.split(separator: "/").last!)
                 #expect(await fleet.origin.content(at: path).verifyFile(atPath: fleet.root + "/" + name, size: size), "\(name)")

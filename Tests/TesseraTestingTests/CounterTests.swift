@@ -1,5 +1,5 @@
 import Testing
-import TesseraTesting
+@testable import TesseraTesting
 
 extension OriginTests {
     @Suite("Counters")
@@ -156,6 +156,38 @@ extension OriginTests {
                 #expect(await eventually { origin.openConnections == 0 })
                 #expect(origin.maxConcurrentConnections == 5)
                 #expect(origin.connectionsAccepted == 8)
+            }
+        }
+
+        @Test("maxConcurrentConnections(grace:) leaves out overlaps shorter than the grace, and counts the rest")
+        func concurrentConnectionsWithGrace() async throws {
+            typealias Lifetime = (opened: UInt64, closed: UInt64?)
+            // Two connections open together for 100 (ns, say), then one closed at 200 seen
+            // 3 after the next one's start at 197: one at a time with a grace of 5, two without.
+            let lifetimes: [Lifetime] = [(0, 100), (10, 100), (120, 200), (197, 300), (400, nil)]
+            #expect(LoopbackOrigin.mostOverlapping(lifetimes, grace: 0) == 2)
+            #expect(LoopbackOrigin.mostOverlapping(lifetimes, grace: 5) == 2, "the first two overlap for 85")
+            #expect(LoopbackOrigin.mostOverlapping(Array(lifetimes.dropFirst()), grace: 5) == 1)
+            #expect(LoopbackOrigin.mostOverlapping(Array(lifetimes.dropFirst()), grace: 0) == 2)
+            // Connections shorter than the grace overlap nothing (each counts at its start); ones
+            // still open count.
+            #expect(LoopbackOrigin.mostOverlapping([(0, 2), (1, 3), (2, nil)], grace: 0) == 2)
+            #expect(LoopbackOrigin.mostOverlapping([(0, 2), (1, 3), (2, nil)], grace: 10) == 1)
+            #expect(LoopbackOrigin.mostOverlapping([(0, nil), (5, nil)], grace: 1_000) == 2)
+            #expect(LoopbackOrigin.mostOverlapping([], grace: 0) == 0)
+
+            // And as the origin records them: three sockets open together, whatever the grace.
+            try await withLoopbackOrigin { origin in
+                var connections: [RawHTTPConnection] = []
+                for index in 0..<3 {
+                    let connection = try origin.connect()
+                    #expect(try connection.request("GET", "/bytes/10/g\(index).bin").status == 200)
+                    connections.append(connection)
+                }
+                #expect(origin.maxConcurrentConnections(grace: .seconds(60)) == 3)
+                for connection in connections { connection.close() }
+                #expect(await eventually { origin.openConnections == 0 })
+                #expect(origin.maxConcurrentConnections(grace: .zero) == 3)
             }
         }
 
