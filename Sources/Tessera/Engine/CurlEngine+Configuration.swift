@@ -88,7 +88,7 @@ extension CurlEngine {
         /// its file by a writer thread of the engine's own while the engine thread receives the
         /// next bytes, so that receiving and writing one file use two cores at once. Only on a
         /// machine with two cores or more; at most about 1 MiB of a transfer waits for the
-        /// writer, and its bytes count as written (its checkpoint, ``TransferRequest/onFlush``)
+        /// writer, and its bytes count as written (its checkpoint, the journal of its task)
         /// once they are in the file. `false`: each engine thread writes what it receives.
         public var writesBehind: Bool = true
 
