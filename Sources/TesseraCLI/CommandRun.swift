@@ -114,7 +114,7 @@ package struct CommandRun {
         // A thousand at a time: the snapshots of a list of 100,000 tasks at once were the
         // run's peak of memory.
         for start in stride(from: 0, to: ids.count, by: 1_000) {
-            tracker.seed(await snapshot(Array(ids[start..<min(start + 1_000, ids.count)])))
+            await seed(tracker, Array(ids[start..<min(start + 1_000, ids.count)]))
         }
         var tracked = ids
         let mailbox = CommandMailbox(stateDirectory: session.stateDirectory)
@@ -133,7 +133,7 @@ package struct CommandRun {
                     let added = await apply(command, tracked: tracked).filter { !tracked.contains($0) }
                     tracked += added
                     tracker.track(added)
-                    tracker.seed(await snapshot(added))
+                    await seed(tracker, added)
                 }
                 if display.mode == .live {
                     let infos = tracker.infos(tracked)
@@ -193,17 +193,20 @@ package struct CommandRun {
         var unfinished = false
         var times: [DownloadTaskID: Duration] = [:]
         for start in stride(from: 0, to: tracked.count, by: 1_000) {
-            let part = await snapshot(Array(tracked[start..<min(start + 1_000, tracked.count)]))
-            found += part.count
-            for info in part {
-                if info.state == .failed || info.state == .invalid { failed = true }
-                if info.state != .completed { unfinished = true }
+            let chunk = Array(tracked[start..<min(start + 1_000, tracked.count)])
+            // (Without a summary, the states are all the exit code needs: no snapshot of each.)
+            let part = keepsTasks ? await snapshot(chunk) : []
+            let states = keepsTasks ? part.map { ($0.id, $0.state) } : await session.manager.states(chunk)
+            found += states.count
+            for (_, state) in states {
+                if state == .failed || state == .invalid { failed = true }
+                if state != .completed { unfinished = true }
             }
             if keepsTasks {
                 for info in part { clock.observe(info) }
                 times.merge(clock.times(for: part.map(\.id))) { first, _ in first }
+                infos += part
             }
-            if keepsTasks { infos += part }
         }
         let code: Int32 =
             if interrupted { 130 }
@@ -234,7 +237,7 @@ package struct CommandRun {
 
         private let state = Locked(State())
         /// Whether every task's latest snapshot is kept (for ``infos(_:)``), not only its state.
-        private let keepsSnapshots: Bool
+        let keepsSnapshots: Bool
 
         init(keepsSnapshots: Bool = true) {
             self.keepsSnapshots = keepsSnapshots
@@ -254,6 +257,16 @@ package struct CommandRun {
         func seed(_ infos: [DownloadTaskInfo]) {
             state.withLock { state in
                 for info in infos where !(state.marks[info.id]?.contains(.seen) ?? false) { Self.update(&state, info, keepingSnapshot: keepsSnapshots) }
+            }
+        }
+
+        /// States taken by asking the manager (a tracker that keeps no snapshots); an event seen
+        /// since wins over them.
+        func seed(states: [(id: DownloadTaskID, state: DownloadTaskState)]) {
+            state.withLock { state in
+                for (id, taskState) in states where !(state.marks[id]?.contains(.seen) ?? false) {
+                    Self.setSettled(&state, id, Self.isSettled(taskState))
+                }
             }
         }
 
@@ -314,6 +327,16 @@ package struct CommandRun {
     /// The tracked tasks' snapshots, in their order.
     private func snapshot(_ tracked: [DownloadTaskID]) async -> [DownloadTaskInfo] {
         await session.manager.check(tracked)
+    }
+
+    /// Tells the tracker where `ids` stand now: their snapshots when it keeps them (the live
+    /// board), else their states only.
+    private func seed(_ tracker: RunTracker, _ ids: [DownloadTaskID]) async {
+        if tracker.keepsSnapshots {
+            tracker.seed(await snapshot(ids))
+        } else {
+            tracker.seed(states: await session.manager.states(ids))
+        }
     }
 
     /// When each task started downloading and when it finished, from the events.

@@ -396,6 +396,13 @@ public actor DownloadTaskManager {
         ids.compactMap { tasks[$0].map { info($0) } }
     }
 
+    /// The states of the tasks with `ids` that the manager has, in their order: what a caller
+    /// that follows thousands of tasks needs to know when they are done, without a snapshot of
+    /// each (``check(_:)``).
+    package func states(_ ids: [DownloadTaskID]) -> [(id: DownloadTaskID, state: DownloadTaskState)] {
+        ids.compactMap { id in tasks[id].map { (id, state(of: $0)) } }
+    }
+
     /// A snapshot of one group.
     public func checkGroup(_ key: String) -> DownloadGroupInfo? {
         groupInfo(key)
