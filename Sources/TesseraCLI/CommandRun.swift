@@ -194,18 +194,21 @@ package struct CommandRun {
         var times: [DownloadTaskID: Duration] = [:]
         for start in stride(from: 0, to: tracked.count, by: 1_000) {
             let chunk = Array(tracked[start..<min(start + 1_000, tracked.count)])
-            // (Without a summary, the states are all the exit code needs: no snapshot of each.)
-            let part = keepsTasks ? await snapshot(chunk) : []
-            let states = keepsTasks ? part.map { ($0.id, $0.state) } : await session.manager.states(chunk)
-            found += states.count
-            for (_, state) in states {
-                if state == .failed || state == .invalid { failed = true }
-                if state != .completed { unfinished = true }
-            }
+            let states: [DownloadTaskState]
             if keepsTasks {
+                let part = await snapshot(chunk)
+                states = part.map(\.state)
                 for info in part { clock.observe(info) }
                 times.merge(clock.times(for: part.map(\.id))) { first, _ in first }
                 infos += part
+            } else {
+                // (Without a summary, the states are all the exit code needs: no snapshot of each.)
+                states = await session.manager.states(chunk).map(\.state)
+            }
+            found += states.count
+            for state in states {
+                if state == .failed || state == .invalid { failed = true }
+                if state != .completed { unfinished = true }
             }
         }
         let code: Int32 =

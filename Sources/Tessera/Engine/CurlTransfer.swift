@@ -464,7 +464,11 @@ final class CurlTransfer {
     }
 
     private func writeFully(_ pointer: UnsafeRawPointer, count: Int, at offset: Int64) -> DownloadError? {
-        if let permitsWrite = pending.request.permitsWrite, !permitsWrite() { return notPermitted() }
+        if let permitsWrite = pending.request.permitsWrite, !permitsWrite() {
+            return DownloadError(
+                .connectionLost, "the bytes were not written: this process may no longer hold the download",
+                url: pending.request.url.absoluteString, checkpoint: TransferCheckpoint(bytesWritten: written, validator: validator))
+        }
         var done = 0
         while done < count {
             let result = pwrite(fileDescriptor, pointer + done, count - done, off_t(offset) + off_t(done))
@@ -475,13 +479,6 @@ final class CurlTransfer {
             done += result
         }
         return nil
-    }
-
-    /// The error when the request's ``TransferRequest/permitsWrite`` refuses a write.
-    private func notPermitted() -> DownloadError {
-        DownloadError(
-            .connectionLost, "the bytes were not written: this process may no longer hold the download",
-            url: pending.request.url.absoluteString, checkpoint: TransferCheckpoint(bytesWritten: written, validator: validator))
     }
 
     private func fileError(_ code: Int32, doing action: String) -> DownloadError {
