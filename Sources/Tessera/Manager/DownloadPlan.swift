@@ -12,7 +12,8 @@
 /// - **Slots.** Work waits by host, in order (a retry and a connection that just ended go first).
 ///   A granted slot starts the next work of its host; a slot whose work ended starts the next
 ///   one while the run holds no more than its share, else it goes back. Work that turns out to
-///   need nothing gives its slot to the next; every work started on a slot that was not granted
+///   need nothing gives its slot to the next, and so does work that needs nothing yet (it waits
+///   without its slot, then queues first); every work started on a slot that was not granted
 ///   for it withdraws one unit of demand.
 /// - **Retries.** A segment's retry waits without its slot, then queues first; so does a
 ///   connection of a single output, whose retry state ``SegmentAttempt`` keeps across its
@@ -33,6 +34,9 @@ struct DownloadPlan {
         case share(Int)
         /// A ``Action/start(_:host:retry:)`` found nothing to do: the slot goes to the next work.
         case startedNothing(host: String)
+        /// Work started on `host` found nothing to do yet: it looks again after `after`, without
+        /// its slot (``SplitPlan/Choice/later(id:after:)``).
+        case notYet(RunWork, host: String, after: Duration)
         /// Work ended (its slot is free).
         case ended(RunWork, host: String, Ended)
         /// A retry's wait is over; `host` is where the work goes now.
@@ -181,6 +185,11 @@ struct DownloadPlan {
         case .startedNothing(let host):
             running -= 1
             useSlot(host, reused: true, into: &actions)
+
+        case .notYet(let work, let host, let delay):
+            running -= 1
+            useSlot(host, reused: true, into: &actions)
+            schedule(work, after: delay, into: &actions)
 
         case .ended(let work, let host, let ended):
             running -= 1

@@ -15,6 +15,8 @@ struct SingleOutputState {
         var isFirst: Bool
         /// When it was started (monotonic nanoseconds): its speed is measured from then.
         var startedAt: UInt64
+        /// When a connection first found its rest slow (``SplitPlan/Active/slowSince``).
+        var slowSince: UInt64?
 
         /// Where it stands now; its speed once it has run long enough to tell.
         func active(id: Int, now: UInt64) -> SplitPlan.Active {
@@ -22,7 +24,8 @@ struct SingleOutputState {
             let taken = bound.taken
             let elapsed = Double(now &- startedAt) / 1e9
             let speed = elapsed >= 0.25 && now > startedAt ? Double(taken) / elapsed : nil
-            return SplitPlan.Active(id: id, start: start, position: start &+ taken, end: end, bytesPerSecond: speed)
+            return SplitPlan.Active(
+                id: id, start: start, position: start &+ taken, end: end, bytesPerSecond: speed, slowSince: slowSince)
         }
     }
 
@@ -99,21 +102,37 @@ struct SingleOutputState {
         return (id, piece)
     }
 
+    /// What a queued connection does (``startPiece(attemptKey:_:splitting:now:)``).
+    enum NewPiece {
+        /// It fetches `piece`, registered as `id`.
+        case started(id: Int, piece: Piece)
+        /// No range is worth it.
+        case nothing
+        /// None now: the busiest rest is looked at again after the delay
+        /// (``SplitPlan/Choice/later(id:after:)``).
+        case later(after: Duration)
+    }
+
     /// A queued connection starts: the range it fetches, registered as a piece (its id and
-    /// piece), or `nil` when none is worth it. `now` is the monotonic clock in nanoseconds.
+    /// piece), or what it does instead. `now` is the monotonic clock in nanoseconds.
     mutating func startPiece(
         attemptKey: Int?, _ resource: Resource, splitting: SplitPolicy, now: UInt64
-    ) -> (id: Int, piece: Piece)? {
+    ) -> NewPiece {
         let sharing = sharers
         sharers = max(0, sharers - 1)
-        guard let range = nextRange(resource, sharers: sharing, splitting: splitting, now: now) else { return nil }
+        let range: (start: Int64, length: Int64?, isFirst: Bool)
+        switch nextRange(resource, sharers: sharing, splitting: splitting, now: now) {
+        case .range(let start, let length, let isFirst): range = (start, length, isFirst)
+        case .nothing: return .nothing
+        case .later(let delay): return .later(after: delay)
+        }
         let id = nextPieceID
         nextPieceID += 1
         let piece = Piece(
             start: range.start, bound: TransferBound(end: range.length ?? .max), attemptKey: attemptKey, isFirst: range.isFirst,
             startedAt: now)
         pieces[id] = piece
-        return (id, piece)
+        return .started(id: id, piece: piece)
     }
 
     /// A queued connection is not started (the output is done).
@@ -121,24 +140,35 @@ struct SingleOutputState {
         sharers = max(0, sharers - 1)
     }
 
-    /// The range a new connection fetches, or `nil` when none is worth it.
+    /// What a new connection may fetch (``nextRange(_:sharers:splitting:now:)``).
+    enum NextRange: Equatable {
+        /// From `start`, `length` bytes (`nil`: to the end); `isFirst` for the first request of a
+        /// resource whose length is not known yet.
+        case range(start: Int64, length: Int64?, isFirst: Bool)
+        /// No range is worth it.
+        case nothing
+        /// None now; look again after the delay (``SplitPlan/Choice/later(id:after:)``).
+        case later(after: Duration)
+    }
+
+    /// The range a new connection fetches, or why none.
     mutating func nextRange(
         _ resource: Resource, sharers: Int, splitting: SplitPolicy, now: UInt64
-    ) -> (start: Int64, length: Int64?, isFirst: Bool)? {
+    ) -> NextRange {
         if resource.length == nil, rangesAllowed, pieces.isEmpty, let first = done.ranges.first, first.lowerBound == 0 {
             // A body of unannounced length that an earlier run began: the rest of it, with an
             // open range of the same version (its end is where the answer ends).
-            return (first.upperBound, nil, false)
+            return .range(start: first.upperBound, length: nil, isFirst: false)
         }
         guard let length = resource.length, rangesAllowed else {
             // The length is not known (or ranges may not be asked for): one request for the
             // whole resource, once; under a rate limit, for its first range (the answer tells
             // the length, and whether ranges are served). Not again once a first answer showed
             // that ranges of this version may not be asked for: then it is the whole resource.
-            guard pieces.isEmpty else { return nil }
+            guard pieces.isEmpty else { return .nothing }
             forgetDone()
             let first = !resource.isRanged && resource.length == nil ? chunk : nil
-            return (0, first, true)
+            return .range(start: 0, length: first, isFirst: true)
         }
         for _ in 0..<4 {
             var covered = done
@@ -152,19 +182,22 @@ struct SingleOutputState {
             }
             switch SplitPlan.next(
                 unassigned: covered.gaps(in: 0..<length), active: active, minimumPiece: splitting.pieceSize, sharers: sharers,
-                minimumSeconds: splitting.resplitMinimumSeconds, typicalSpeed: lastSpeed)
+                minimumSeconds: splitting.resplitMinimumSeconds, typicalSpeed: lastSpeed, now: now)
             {
             case .gap(let range):
-                return (range.lowerBound, min(range.upperBound - range.lowerBound, chunk ?? .max), false)
+                return .range(start: range.lowerBound, length: min(range.upperBound - range.lowerBound, chunk ?? .max), isFirst: false)
             case .split(let id, let at, let end):
                 // (The piece may have taken bytes past `at` meanwhile: then look again.)
                 guard let piece = pieces[id], piece.bound.shrink(to: at - piece.start) else { continue }
-                return (at, min(end - at, chunk ?? .max), false)
+                return .range(start: at, length: min(end - at, chunk ?? .max), isFirst: false)
+            case .later(let id, let delay):
+                if pieces[id]?.slowSince == nil { pieces[id]?.slowSince = now }
+                return .later(after: delay)
             case .none:
-                return nil
+                return .nothing
             }
         }
-        return nil
+        return .nothing
     }
 
     /// The first response showed a large file that `connections` connections will share: the

@@ -7,7 +7,12 @@
 ///
 /// Every transfer that is told to stop early costs the bytes the server had already sent past
 /// that point, and its connection: so the first connection is the only one cut by the plan, and
-/// a rest is split again only when it would take a while at its connection's speed.
+/// a rest is split again only when it would take a while at its connection's speed. A rest that
+/// is slow at its connection's speed but would be a moment's work at the speed the connections
+/// of the file have shown is looked at once more a little later (``Choice/later(id:after:)``):
+/// on one link shared by several connections (a LAN, loopback) the one the others crowd out
+/// speeds up as they end, and its rest is then not worth a request; a connection that is slow on
+/// its own is still slow then, and its rest is split.
 ///
 /// A plain function of the situation, so it is tested without a network or a clock.
 enum SplitPlan {
@@ -20,13 +25,18 @@ enum SplitPlan {
         var end: Int64
         /// Its speed, bytes per second, once measured.
         var bytesPerSecond: Double?
+        /// When a connection first found its rest slow at its speed and short at the typical one
+        /// (monotonic nanoseconds; ``Choice/later(id:after:)``): it is split once
+        /// ``lookAgainDelay(minimumSeconds:)`` has passed since, if it is still worth it.
+        var slowSince: UInt64?
 
-        init(id: Int, start: Int64, position: Int64, end: Int64, bytesPerSecond: Double? = nil) {
+        init(id: Int, start: Int64, position: Int64, end: Int64, bytesPerSecond: Double? = nil, slowSince: UInt64? = nil) {
             self.id = id
             self.start = start
             self.position = position
             self.end = end
             self.bytesPerSecond = bytesPerSecond
+            self.slowSince = slowSince
         }
 
         var remaining: Int64 { max(0, end - position) }
@@ -39,8 +49,19 @@ enum SplitPlan {
         /// Take over the end of piece `id` from `at`: shrink that piece's end to `at` first; the
         /// new range is `at..<end`.
         case split(id: Int, at: Int64, end: Int64)
+        /// Piece `id`'s rest is slow at its speed but short at the typical one: look again after
+        /// `after` (the piece is marked slow from now, if it was not, and split at a look once
+        /// the delay has passed, if still worth it).
+        case later(id: Int, after: Duration)
         /// Nothing is worth another connection.
         case none
+    }
+
+    /// How long a connection waits before it looks again at a rest it found slow at its
+    /// connection's speed and short at the typical one: a quarter of the time a rest must take
+    /// to be split.
+    static func lookAgainDelay(minimumSeconds: Double) -> Duration {
+        .milliseconds(Int64(min(max(0, minimumSeconds), 3600) * 250))
     }
 
     /// Split points and shares are multiples of this.
@@ -68,9 +89,13 @@ enum SplitPlan {
     ///   connection about to finish is left alone: cutting it costs what is in flight past the
     ///   cut). A connection not measured yet is taken to go at `typicalSpeed` (what one that
     ///   finished went at); with neither, only the sizes count.
+    /// - A measured rest that takes that long at its speed but less at `typicalSpeed` is split
+    ///   only once ``lookAgainDelay(minimumSeconds:)`` has passed since a connection first found
+    ///   it so (``Choice/later(id:after:)``; `now`, monotonic nanoseconds): it may belong to a
+    ///   connection that its siblings crowd out of a shared link, which speeds up as they end.
     static func next(
         unassigned: [Range<Int64>], active: [Active], minimumPiece: Int64, sharers: Int = 1, minimumSeconds: Double = 0,
-        typicalSpeed: Double? = nil
+        typicalSpeed: Double? = nil, now: UInt64 = 0
     ) -> Choice {
         let minimum = max(1, minimumPiece)
         if let gap = unassigned.first(where: { !$0.isEmpty }) {
@@ -82,7 +107,8 @@ enum SplitPlan {
         guard let busiest = active.max(by: { ($0.remaining, $1.id) < ($1.remaining, $0.id) }),
             busiest.remaining >= 2 * minimum
         else { return .none }
-        if let speed = busiest.bytesPerSecond ?? typicalSpeed, speed > 0, Double(busiest.remaining) / speed < minimumSeconds {
+        let rest = Double(busiest.remaining)
+        if let speed = busiest.bytesPerSecond ?? typicalSpeed, speed > 0, rest / speed < minimumSeconds {
             return .none
         }
         var middle = busiest.position + busiest.remaining / 2
@@ -90,6 +116,14 @@ enum SplitPlan {
             middle = aligned(up: middle)
         }
         guard middle - busiest.position >= minimum, busiest.end - middle >= minimum else { return .none }
+        if busiest.bytesPerSecond != nil, let typicalSpeed, typicalSpeed > 0, rest / typicalSpeed < minimumSeconds {
+            let delay = lookAgainDelay(minimumSeconds: minimumSeconds)
+            let waited = busiest.slowSince.map { now >= $0 ? Int64(clamping: now - $0) : 0 } ?? 0
+            let left = delay.nanosecondsValue - waited
+            if busiest.slowSince == nil || left > 0 {
+                return .later(id: busiest.id, after: busiest.slowSince == nil ? delay : .nanoseconds(left))
+            }
+        }
         return .split(id: busiest.id, at: middle, end: busiest.end)
     }
 

@@ -93,6 +93,8 @@ struct DownloadLoop {
                 receive(event, in: &group)
                 if let outcome = plan.outcome(into: &actions) {
                     perform(in: &group)
+                    // (What is left in the group is a wait for work that the pass no longer needs.)
+                    group.cancelAll()
                     return try outcome.get()
                 }
             }
@@ -216,7 +218,11 @@ struct DownloadLoop {
             next += 1
             switch action {
             case .start(let work, let host, let retry):
-                if !start(work, host: host, retry: retry, in: &group) { plan.handle(.startedNothing(host: host), into: &actions) }
+                switch start(work, host: host, retry: retry, in: &group) {
+                case .started: break
+                case .nothing: plan.handle(.startedNothing(host: host), into: &actions)
+                case .later(let delay): plan.handle(.notYet(work, host: host, after: delay), into: &actions)
+                }
             case .queued(let work, let host):
                 if case .piece(let output, _) = work { singles[output]?.sharers += 1 }
                 run.mailbox.demand(host)
@@ -227,7 +233,8 @@ struct DownloadLoop {
             case .schedule(let work, let delay):
                 let run = self.run
                 group.addTask {
-                    try? await run.configuration.sleeper.sleep(for: delay)
+                    // (A wait cut short by the pass's end posts nothing: the work is the pass's.)
+                    guard (try? await run.configuration.sleeper.sleep(for: delay)) != nil else { return }
                     run.events.post(.due(work))
                 }
             case .shareOut(let output, let connections):
@@ -272,14 +279,23 @@ struct DownloadLoop {
         return TaskRun.hostKey(url)
     }
 
-    /// Starts `work` on a slot; returns false when there was nothing to do.
+    /// What starting work on a slot did.
+    private enum WorkStart {
+        case started
+        /// There was nothing to do.
+        case nothing
+        /// Nothing now: the work looks again after the delay (``SplitPlan/Choice/later(id:after:)``).
+        case later(Duration)
+    }
+
+    /// Starts `work` on a slot.
     private mutating func start(
         _ work: RunWork, host: String, retry: RetryState?, in group: inout ThrowingDiscardingTaskGroup<any Error>
-    ) -> Bool {
+    ) -> WorkStart {
         let run = self.run, inFlight = self.inFlight, events = run.events
         switch work {
         case .segment(let output, let segment):
-            guard let writer = writers[output], !writer.isDone(segment) else { return false }
+            guard let writer = writers[output], !writer.isDone(segment) else { return .nothing }
             let state = retry ?? resumeState(segment, of: writer)
             // The common case (a first attempt) needs no task: the request goes out from here.
             let quick: ((Int) -> TaskRun.QuickStart)? = state != nil ? nil : { key in
@@ -293,21 +309,27 @@ struct DownloadLoop {
             }
             launch(work, host: host, in: &group, quick: quick) { await run.fetchSegment(segment, of: writer, retry: state) }
         case .piece(let output, let attemptKey):
-            guard var state = singles[output], let writer = writers[output] else { return false }
-            var started: (id: Int, piece: SingleOutputState.Piece)?
+            guard var state = singles[output], let writer = writers[output] else { return .nothing }
+            var started: SingleOutputState.NewPiece = .nothing
             // The transfer the run started before its task is this connection (its range, its
             // bound), adopted instead of a new one.
             let direct = retry == nil && !writer.isDone(0) ? run.adoptableDirectPiece : nil
             if writer.isDone(0) {
                 state.dropQueued()
             } else if let direct {
-                started = state.adoptPiece(direct)
+                let (id, piece) = state.adoptPiece(direct)
+                started = .started(id: id, piece: piece)
             } else {
                 started = state.startPiece(
                     attemptKey: attemptKey, resource(of: writer), splitting: run.configuration.splitting, now: MonotonicClock.nanoseconds())
             }
             settle(&state, output: output)
-            guard let (pieceID, piece) = started else { return false }
+            let pieceID: Int, piece: SingleOutputState.Piece
+            switch started {
+            case .started(let id, let started): (pieceID, piece) = (id, started)
+            case .nothing: return .nothing
+            case .later(let delay): return .later(delay)
+            }
             launch(work, host: host, in: &group, quick: { key in
                 let onEnd: @Sendable (RunWorkResult) -> Void = { result in
                     inFlight.ended(key)
@@ -317,7 +339,7 @@ struct DownloadLoop {
                 return run.startPiece(pieceID, piece, of: writer, retry: retry, onEnd: onEnd)
             }) { await run.fetchPiece(pieceID, piece, of: writer, retry: retry) }
         }
-        return true
+        return .started
     }
 
     /// Starts work without a task of its own when `quick` can (given the transfer's key; the

@@ -211,6 +211,19 @@ import Testing
         ])
     }
 
+    @Test func aConnectionWithNothingToTakeYetWaitsWithoutItsSlotAndQueuesFirstWhenDue() {
+        var plan = plan()
+        started([piece, s0], granting: 1, plan: &plan)
+        // Its slot goes to the next work; it looks again later.
+        #expect(send(.notYet(piece, host: "h", after: .milliseconds(500)), to: &plan) == [
+            "withdraw h 1", "start s0.0@h", "schedule p0 0.5 seconds",
+        ])
+        #expect(send(.notYet(piece, host: "h", after: .milliseconds(300)), to: &plan) == ["giveBack h 1", "schedule p0 0.3 seconds"])
+        #expect(plan.running == 0)
+        #expect(send(.due(piece, host: "h"), to: &plan) == ["queued p0@h"])
+        #expect(send(.granted(host: "h", count: 1), to: &plan) == ["start p0@h"])
+    }
+
     @Test func aConnectionThatCompletedTheOutputFinishesIt() {
         var plan = plan()
         started([piece], granting: 1, plan: &plan)

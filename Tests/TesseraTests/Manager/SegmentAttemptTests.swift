@@ -227,6 +227,48 @@ import Testing
             return
         }
     }
+
+    @Test func aRestSlowOnlyAtItsConnectionsSpeedIsLookedAtAgainBeforeItIsSplit() {
+        let second: UInt64 = 1_000_000_000
+        // 10 s left at its own speed, a quarter of a second at the speed a finished connection
+        // went: a connection its siblings crowd out of a shared link, perhaps.
+        var crowded = SplitPlan.Active(id: 1, start: 0, position: 0, end: 100 * mib, bytesPerSecond: Double(10 * mib))
+        let typical = Double(400 * mib)
+        func look(at now: UInt64) -> SplitPlan.Choice {
+            SplitPlan.next(unassigned: [], active: [crowded], minimumPiece: mib, minimumSeconds: 2, typicalSpeed: typical, now: now)
+        }
+        #expect(SplitPlan.lookAgainDelay(minimumSeconds: 2) == .milliseconds(500))
+        #expect(look(at: 10 * second) == .later(id: 1, after: .milliseconds(500)), "first found slow: look again in half a second")
+        crowded.slowSince = 10 * second
+        #expect(look(at: 10 * second + second / 5) == .later(id: 1, after: .milliseconds(300)), "another look meanwhile waits for the rest of it")
+        guard case .split(1, _, _) = look(at: 10 * second + second / 2) else {
+            Issue.record("still slow once the delay has passed: split")
+            return
+        }
+        // Long even at the typical speed: split at once.
+        guard case .split = SplitPlan.next(
+            unassigned: [], active: [crowded.with(slowSince: nil)], minimumPiece: mib, minimumSeconds: 2,
+            typicalSpeed: Double(10 * mib), now: 0)
+        else {
+            Issue.record("a rest long at every speed is split at once")
+            return
+        }
+        // Not measured: judged at the typical speed alone, as before (no wait).
+        var unmeasured = crowded.with(slowSince: nil)
+        unmeasured.bytesPerSecond = nil
+        #expect(SplitPlan.next(unassigned: [], active: [unmeasured], minimumPiece: mib, minimumSeconds: 2, typicalSpeed: typical) == .none)
+        // Too small to split: nothing to wait for either.
+        let small = SplitPlan.Active(id: 2, start: 0, position: 0, end: mib, bytesPerSecond: 1)
+        #expect(SplitPlan.next(unassigned: [], active: [small], minimumPiece: mib, minimumSeconds: 2, typicalSpeed: typical) == .none)
+    }
+}
+
+extension SplitPlan.Active {
+    func with(slowSince: UInt64?) -> Self {
+        var copy = self
+        copy.slowSince = slowSince
+        return copy
+    }
 }
 
 @Suite struct ByteRangesTests {

@@ -11,9 +11,10 @@ import Testing
     func known(_ length: Int64) -> SingleOutputState.Resource { SingleOutputState.Resource(length: length) }
     let unknown = SingleOutputState.Resource(length: nil)
 
-    /// The next connection's piece (`nil`: none is worth it).
+    /// The next connection's piece (`nil`: none is worth it, now or later).
     func next(_ state: inout SingleOutputState, _ resource: SingleOutputState.Resource, now: UInt64) -> (id: Int, piece: SingleOutputState.Piece)? {
-        state.startPiece(attemptKey: nil, resource, splitting: splitting, now: now)
+        guard case .started(let id, let piece) = state.startPiece(attemptKey: nil, resource, splitting: splitting, now: now) else { return nil }
+        return (id, piece)
     }
 
     /// A file of `length` bytes with ranges that two connections share: the state and their ids.
@@ -93,6 +94,47 @@ import Testing
         _ = whole.bound.take(Int(16 * mib), at: 0)
         #expect(next(&state, known(24 * mib), now: second) == nil)
         #expect(whole.bound.end == 24 * mib)
+    }
+
+    /// The delay a look at the next connection's range asks to wait (`nil`: it did not).
+    func lookAgain(_ state: inout SingleOutputState, _ resource: SingleOutputState.Resource, now: UInt64) -> Duration? {
+        guard case .later(let delay) = state.startPiece(attemptKey: nil, resource, splitting: splitting, now: now) else { return nil }
+        return delay
+    }
+
+    /// Two connections of a 256 MiB file after a second: the first took its 128 MiB and ended,
+    /// the other, crowded out, took 8 MiB.
+    func crowdedOut() throws -> (SingleOutputState, crowdedID: Int, crowded: SingleOutputState.Piece) {
+        var state = SingleOutputState()
+        state.rangesAllowed = true
+        state.sharers = 2
+        let (a, first) = try start(&state, known(256 * mib), now: 0)
+        let (b, crowded) = try start(&state, known(256 * mib), now: 0)
+        _ = first.bound.take(Int(128 * mib), at: 0)
+        _ = crowded.bound.take(Int(8 * mib), at: 0)
+        #expect(state.pieceEnded(a, failure: nil, kept: 128 * mib, known(256 * mib), now: second).end == .free)
+        return (state, b, crowded)
+    }
+
+    @Test func aRestSlowOnlyAtItsConnectionsSpeedWaitsForALookAgainThenIsSplit() throws {
+        var (state, _, crowded) = try crowdedOut()
+        // Its 120 MiB take 15 s at its speed, under a second at the first one's: look again later.
+        #expect(lookAgain(&state, known(256 * mib), now: second) == .milliseconds(500))
+        #expect(lookAgain(&state, known(256 * mib), now: second + second / 10) == .milliseconds(400))
+        #expect(crowded.bound.end == 128 * mib, "not cut")
+        // Still slow half a second later: split.
+        _ = crowded.bound.take(Int(mib), at: 8 * mib)
+        let (_, half) = try start(&state, known(256 * mib), now: second + second / 2)
+        #expect(half.start > 137 * mib && crowded.bound.end == half.start - 128 * mib)
+    }
+
+    @Test func aRestThatSpedUpAndEndedMeanwhileLeavesNothingToLookAt() throws {
+        var (state, id, crowded) = try crowdedOut()
+        #expect(lookAgain(&state, known(256 * mib), now: second) == .milliseconds(500))
+        // The first one gone, the other took its rest at the first one's speed.
+        _ = crowded.bound.take(Int(120 * mib), at: 8 * mib)
+        #expect(state.pieceEnded(id, failure: nil, kept: 128 * mib, known(256 * mib), now: second + second / 3).end == .completed)
+        #expect(next(&state, known(256 * mib), now: second + second / 2) == nil)
     }
 
     @Test func theFirstConnectionStopsAtTheEndOfItsShareWhenTheLengthShowsALargeFile() throws {
