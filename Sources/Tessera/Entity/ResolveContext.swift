@@ -170,12 +170,13 @@ public struct SplitPolicy: Sendable, Hashable {
     public var pieceSize: Int64 = 4 << 20
     /// At most this many connections for one file.
     public var maxConnections: Int = 8
-    /// A connection that finishes early takes half of another's rest only when that rest would
+    /// A connection that finishes early takes the end of another's rest only when that rest would
     /// take at least this many seconds at its connection's speed (cutting a transfer short costs
-    /// the bytes the server has already sent past the cut, and a new request). A rest that would
-    /// take less at the speed of a connection that finished is looked at again a quarter of this
-    /// later before it is split: a connection crowded out of a shared link by its siblings
-    /// speeds up as they end.
+    /// the bytes the server has already sent past the cut, and a new request); it takes the
+    /// share that makes both end together at their speeds. A rest that would take less at the
+    /// speed of a connection that finished is looked at again a quarter of this later before it
+    /// is split, and split then only if still slow since: a connection crowded out of a shared
+    /// link by its siblings speeds up as they end.
     public var resplitMinimumSeconds: Double = 2
 
     /// Under a rate limit, a file is asked for in ranges of at least this many bytes (see

@@ -15,8 +15,10 @@ struct SingleOutputState {
         var isFirst: Bool
         /// When it was started (monotonic nanoseconds): its speed is measured from then.
         var startedAt: UInt64
-        /// When a connection first found its rest slow (``SplitPlan/Active/slowSince``).
+        /// When a connection first found its rest slow (``SplitPlan/Active/slowSince``), and the
+        /// bytes it had taken then.
         var slowSince: UInt64?
+        var takenWhenSlow: Int64 = 0
 
         /// Where it stands now; its speed once it has run long enough to tell.
         func active(id: Int, now: UInt64) -> SplitPlan.Active {
@@ -24,8 +26,14 @@ struct SingleOutputState {
             let taken = bound.taken
             let elapsed = Double(now &- startedAt) / 1e9
             let speed = elapsed >= 0.25 && now > startedAt ? Double(taken) / elapsed : nil
+            var sinceSlow: Double?
+            if let slowSince, now > slowSince {
+                let seconds = Double(now &- slowSince) / 1e9
+                if seconds >= 0.25 { sinceSlow = Double(max(0, taken &- takenWhenSlow)) / seconds }
+            }
             return SplitPlan.Active(
-                id: id, start: start, position: start &+ taken, end: end, bytesPerSecond: speed, slowSince: slowSince)
+                id: id, start: start, position: start &+ taken, end: end, bytesPerSecond: speed, slowSince: slowSince,
+                bytesPerSecondSinceSlow: sinceSlow)
         }
     }
 
@@ -191,7 +199,10 @@ struct SingleOutputState {
                 guard let piece = pieces[id], piece.bound.shrink(to: at - piece.start) else { continue }
                 return .range(start: at, length: min(end - at, chunk ?? .max), isFirst: false)
             case .later(let id, let delay):
-                if pieces[id]?.slowSince == nil { pieces[id]?.slowSince = now }
+                if let piece = pieces[id], piece.slowSince == nil {
+                    pieces[id]?.slowSince = now
+                    pieces[id]?.takenWhenSlow = piece.bound.taken
+                }
                 return .later(after: delay)
             case .none:
                 return .nothing

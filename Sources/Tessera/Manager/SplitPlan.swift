@@ -2,8 +2,9 @@
 /// as aria2 does: when the first response shows a large file, the first connection keeps an
 /// equal share from the start and the rest waits in one gap that the connections coming next
 /// share equally, each asking for exactly its range; a connection that finishes later takes what
-/// is left of the gap, or else half of a slow connection's rest (that transfer is told to stop
-/// where the new one starts).
+/// is left of the gap, or else the end of a slow connection's rest (that transfer is told to stop
+/// where the new one starts): the share that makes both end together at the speeds measured, or
+/// half when they are not known.
 ///
 /// Every transfer that is told to stop early costs the bytes the server had already sent past
 /// that point, and its connection: so the first connection is the only one cut by the plan, and
@@ -27,16 +28,23 @@ enum SplitPlan {
         var bytesPerSecond: Double?
         /// When a connection first found its rest slow at its speed and short at the typical one
         /// (monotonic nanoseconds; ``Choice/later(id:after:)``): it is split once
-        /// ``lookAgainDelay(minimumSeconds:)`` has passed since, if it is still worth it.
+        /// ``lookAgainDelay(minimumSeconds:)`` has passed since, if it is still slow.
         var slowSince: UInt64?
+        /// Its speed since ``slowSince``, once measured: what "still slow" is judged by (its speed
+        /// since its start counts the time it was crowded out).
+        var bytesPerSecondSinceSlow: Double?
 
-        init(id: Int, start: Int64, position: Int64, end: Int64, bytesPerSecond: Double? = nil, slowSince: UInt64? = nil) {
+        init(
+            id: Int, start: Int64, position: Int64, end: Int64, bytesPerSecond: Double? = nil, slowSince: UInt64? = nil,
+            bytesPerSecondSinceSlow: Double? = nil
+        ) {
             self.id = id
             self.start = start
             self.position = position
             self.end = end
             self.bytesPerSecond = bytesPerSecond
             self.slowSince = slowSince
+            self.bytesPerSecondSinceSlow = bytesPerSecondSinceSlow
         }
 
         var remaining: Int64 { max(0, end - position) }
@@ -84,15 +92,18 @@ enum SplitPlan {
     ///
     /// - A gap goes in equal shares to the sharers (aligned; a rest under `minimumPiece` goes
     ///   with the last share).
-    /// - Without gaps, the busiest connection's rest is halved when both halves hold at least
+    /// - Without gaps, the busiest connection's rest is split when both parts hold at least
     ///   `minimumPiece` bytes and the rest would take at least `minimumSeconds` at its speed (a
     ///   connection about to finish is left alone: cutting it costs what is in flight past the
     ///   cut). A connection not measured yet is taken to go at `typicalSpeed` (what one that
-    ///   finished went at); with neither, only the sizes count.
+    ///   finished went at); with neither, only the sizes count. It keeps the part of its rest
+    ///   that it would fetch while the new connection, going at `typicalSpeed`, fetches the
+    ///   other (half of it when a speed is not known), so both end together.
     /// - A measured rest that takes that long at its speed but less at `typicalSpeed` is split
     ///   only once ``lookAgainDelay(minimumSeconds:)`` has passed since a connection first found
-    ///   it so (``Choice/later(id:after:)``; `now`, monotonic nanoseconds): it may belong to a
-    ///   connection that its siblings crowd out of a shared link, which speeds up as they end.
+    ///   it so (``Choice/later(id:after:)``; `now`, monotonic nanoseconds), and only if it would
+    ///   still take that long at its speed since then: it may belong to a connection that its
+    ///   siblings crowd out of a shared link, which speeds up as they end.
     static func next(
         unassigned: [Range<Int64>], active: [Active], minimumPiece: Int64, sharers: Int = 1, minimumSeconds: Double = 0,
         typicalSpeed: Double? = nil, now: UInt64 = 0
@@ -111,20 +122,33 @@ enum SplitPlan {
         if let speed = busiest.bytesPerSecond ?? typicalSpeed, speed > 0, rest / speed < minimumSeconds {
             return .none
         }
-        var middle = busiest.position + busiest.remaining / 2
-        if middle % alignment != 0, busiest.end - aligned(up: middle) >= minimum {
-            middle = aligned(up: middle)
+        var cut = busiest.position + keptShare(of: busiest, typicalSpeed: typicalSpeed)
+        if cut % alignment != 0, busiest.end - aligned(up: cut) >= minimum {
+            cut = aligned(up: cut)
         }
-        guard middle - busiest.position >= minimum, busiest.end - middle >= minimum else { return .none }
+        cut = max(cut, min(busiest.end - minimum, busiest.position + minimum))
+        guard cut - busiest.position >= minimum, busiest.end - cut >= minimum else { return .none }
         if busiest.bytesPerSecond != nil, let typicalSpeed, typicalSpeed > 0, rest / typicalSpeed < minimumSeconds {
             let delay = lookAgainDelay(minimumSeconds: minimumSeconds)
-            let waited = busiest.slowSince.map { now >= $0 ? Int64(clamping: now - $0) : 0 } ?? 0
-            let left = delay.nanosecondsValue - waited
-            if busiest.slowSince == nil || left > 0 {
-                return .later(id: busiest.id, after: busiest.slowSince == nil ? delay : .nanoseconds(left))
-            }
+            guard let since = busiest.slowSince else { return .later(id: busiest.id, after: delay) }
+            let left = delay.nanosecondsValue - (now >= since ? Int64(clamping: now - since) : 0)
+            if left > 0 { return .later(id: busiest.id, after: .nanoseconds(left)) }
+            // Sped up since it was found slow: left alone.
+            if let recent = busiest.bytesPerSecondSinceSlow, recent > 0, rest / recent < minimumSeconds { return .none }
         }
-        return .split(id: busiest.id, at: middle, end: busiest.end)
+        return .split(id: busiest.id, at: cut, end: busiest.end)
+    }
+
+    /// The bytes of `busiest`'s rest it keeps when a connection takes the end of it: half, or,
+    /// when both speeds are known (its own, since it was found slow if measured then, and
+    /// `typicalSpeed` for the taker), the share that makes both end together.
+    private static func keptShare(of busiest: Active, typicalSpeed: Double?) -> Int64 {
+        let rest = busiest.remaining
+        guard let own = busiest.bytesPerSecondSinceSlow ?? busiest.bytesPerSecond, let taker = typicalSpeed,
+            own > 0, taker > 0, own.isFinite, taker.isFinite
+        else { return rest / 2 }
+        let share = Double(rest) * own / (own + taker)
+        return share.isFinite ? Int64(min(max(0, share), Double(rest))) : rest / 2
     }
 
     private static func ceilDivide(_ value: Int64, _ divisor: Int64) -> Int64 {

@@ -150,6 +150,26 @@ import Testing
         #expect(at % (64 * 1024) == 0)
     }
 
+    @Test func theBusiestKeepsTheShareOfItsRestThatEndsWithTheNewConnection() {
+        // 100 MiB left at 10 MiB/s; a connection that finished went at 30 MiB/s: it keeps a
+        // quarter (2.5 s each), split on a 64 KiB boundary.
+        let busy = SplitPlan.Active(id: 3, start: 0, position: 20 * mib, end: 120 * mib, bytesPerSecond: Double(10 * mib))
+        #expect(SplitPlan.next(unassigned: [], active: [busy], minimumPiece: mib, minimumSeconds: 2, typicalSpeed: Double(30 * mib))
+            == .split(id: 3, at: 45 * mib, end: 120 * mib))
+        // Equal speeds: half.
+        #expect(SplitPlan.next(unassigned: [], active: [busy], minimumPiece: mib, minimumSeconds: 2, typicalSpeed: Double(10 * mib))
+            == .split(id: 3, at: 70 * mib, end: 120 * mib))
+        // Much slower: it keeps the minimum; its speed since it was found slow counts first.
+        var crawling = busy
+        crawling.bytesPerSecondSinceSlow = 1
+        crawling.slowSince = 0
+        #expect(SplitPlan.next(
+            unassigned: [], active: [crawling], minimumPiece: mib, minimumSeconds: 2, typicalSpeed: Double(30 * mib), now: 1 << 40)
+            == .split(id: 3, at: 21 * mib, end: 120 * mib))
+        // No typical speed: half.
+        #expect(SplitPlan.next(unassigned: [], active: [busy], minimumPiece: mib, minimumSeconds: 2) == .split(id: 3, at: 70 * mib, end: 120 * mib))
+    }
+
     @Test func nothingIsSplitBelowTwiceTheMinimum() {
         let active = [SplitPlan.Active(id: 0, start: 0, position: 9 * mib, end: 10 * mib + 1)]
         #expect(SplitPlan.next(unassigned: [], active: active, minimumPiece: mib) == .none)
@@ -242,9 +262,17 @@ import Testing
         crowded.slowSince = 10 * second
         #expect(look(at: 10 * second + second / 5) == .later(id: 1, after: .milliseconds(300)), "another look meanwhile waits for the rest of it")
         guard case .split(1, _, _) = look(at: 10 * second + second / 2) else {
-            Issue.record("still slow once the delay has passed: split")
+            Issue.record("once the delay has passed, not measured faster since: split")
             return
         }
+        crowded.bytesPerSecondSinceSlow = Double(10 * mib)
+        guard case .split(1, _, _) = look(at: 10 * second + second / 2) else {
+            Issue.record("still as slow since it was found slow: split")
+            return
+        }
+        // Sped up since it was found slow (its siblings ended): left alone.
+        crowded.bytesPerSecondSinceSlow = Double(400 * mib)
+        #expect(look(at: 10 * second + second / 2) == .none)
         // Long even at the typical speed: split at once.
         guard case .split = SplitPlan.next(
             unassigned: [], active: [crowded.with(slowSince: nil)], minimumPiece: mib, minimumSeconds: 2,

@@ -128,6 +128,17 @@ import Testing
         #expect(half.start > 137 * mib && crowded.bound.end == half.start - 128 * mib)
     }
 
+    @Test func aRestThatSpedUpSinceItWasFoundSlowIsLeftAlone() throws {
+        var (state, _, crowded) = try crowdedOut()
+        #expect(lookAgain(&state, known(256 * mib), now: second) == .milliseconds(500))
+        // Its siblings gone, it took 40 MiB in the half second: its 80 MiB left take 1 s at that
+        // speed, not worth a request, though at its speed since its start they take 2.5 s.
+        _ = crowded.bound.take(Int(40 * mib), at: 8 * mib)
+        #expect(next(&state, known(256 * mib), now: second + second / 2) == nil)
+        #expect(lookAgain(&state, known(256 * mib), now: second + second / 2) == nil)
+        #expect(crowded.bound.end == 128 * mib, "not cut")
+    }
+
     @Test func aRestThatSpedUpAndEndedMeanwhileLeavesNothingToLookAt() throws {
         var (state, id, crowded) = try crowdedOut()
         #expect(lookAgain(&state, known(256 * mib), now: second) == .milliseconds(500))
