@@ -895,9 +895,19 @@ final class CurlTransfer {
             duration: .nanoseconds(Int64(MonotonicClock.nanoseconds() &- startTime)))
     }
 
-    /// The error code for a libcurl result and the system error behind it.
-    static func errorCode(for code: CURLcode, osErrno: Int32) -> DownloadError.Code {
+    /// The error code for a libcurl result, the system error behind it and libcurl's message.
+    ///
+    /// A TLS handshake that fails because the connection did (reset, closed or timed out while
+    /// the peers still negotiated: libcurl's "Recv failure" with the system error, or OpenSSL's
+    /// `SSL_ERROR_SYSCALL` with none) is `connectionLost`, retried like any lost connection; a
+    /// handshake the peer refused or could not be trusted (certificate, protocol, cipher) stays
+    /// `tlsFailure`.
+    static func errorCode(for code: CURLcode, osErrno: Int32, detail: String = "") -> DownloadError.Code {
         switch code {
+        case CURLE_SSL_CONNECT_ERROR
+            where [ECONNRESET, EPIPE, ECONNABORTED, ETIMEDOUT].contains(osErrno)
+                || detail.contains("SSL_ERROR_SYSCALL"):
+            return .connectionLost
         case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
             return .dnsFailure
         case CURLE_COULDNT_CONNECT:
@@ -943,7 +953,7 @@ final class CurlTransfer {
         var osErrno = 0
         _ = tessera_curl_easy_getinfo_long(easy, CURLINFO_OS_ERRNO, &osErrno)
         let systemErrno: Int32? = osErrno == 0 ? nil : Int32(osErrno)
-        let kind = Self.errorCode(for: code, osErrno: Int32(osErrno))
+        let kind = Self.errorCode(for: code, osErrno: Int32(osErrno), detail: detail)
         // A server that answers without a status line (HTTP/0.9, or not HTTP at all): libcurl
         // says "unsupported protocol", which is not what happened.
         if code == CURLE_UNSUPPORTED_PROTOCOL, detail.contains("HTTP/0.9") {

@@ -233,6 +233,21 @@ import TesseraTesting
         }
     }
 
+    /// A TLS handshake the connection broke off (reset, or closed without a word) is a lost
+    /// connection, retried; one the peer answered with something that is not TLS is a TLS failure.
+    @Test(arguments: [("reset", DownloadError.Code.connectionLost), ("closed", .connectionLost), ("plain HTTP", .tlsFailure)])
+    func aHandshakeCutOffIsALostConnection(peer: String, expected: DownloadError.Code) async throws {
+        let server = try RawAnswerServer(
+            answer: peer == "plain HTTP" ? "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n" : "",
+            reset: peer == "reset")
+        defer { server.stop() }
+        let engine = try CurlEngine(configuration: .forTests())
+        let error = await #expect(throws: DownloadError.self) {
+            try await engine.transfer(.fetch(URL(string: "https://127.0.0.1:\(server.port)/f")!))
+        }
+        #expect(error?.code == expected, "\(error.map { "\($0)" } ?? "no error")")
+    }
+
     @Test func curlCodesMapToTheRightErrorCodes() {
         #expect(CurlTransfer.errorCode(for: CURLE_COULDNT_RESOLVE_HOST, osErrno: 0) == .dnsFailure)
         #expect(CurlTransfer.errorCode(for: CURLE_COULDNT_RESOLVE_PROXY, osErrno: 0) == .dnsFailure)
@@ -246,6 +261,15 @@ import TesseraTesting
         #expect(CurlTransfer.errorCode(for: CURLE_UNSUPPORTED_PROTOCOL, osErrno: 0) == .unsafeInput)
         #expect(CurlTransfer.errorCode(for: CURLE_TOO_MANY_REDIRECTS, osErrno: 0) == .tooManyRedirects)
         #expect(CurlTransfer.errorCode(for: CURLE_SSL_CONNECT_ERROR, osErrno: 0) == .tlsFailure)
+        #expect(CurlTransfer.errorCode(for: CURLE_SSL_CONNECT_ERROR, osErrno: ECONNRESET) == .connectionLost)
+        #expect(
+            CurlTransfer.errorCode(
+                for: CURLE_SSL_CONNECT_ERROR, osErrno: 0,
+                detail: "OpenSSL SSL_connect: SSL_ERROR_SYSCALL in connection to example.org:443 ") == .connectionLost)
+        #expect(
+            CurlTransfer.errorCode(
+                for: CURLE_SSL_CONNECT_ERROR, osErrno: 0,
+                detail: "OpenSSL/3.0.22: error:0A00010B:SSL routines::wrong version number") == .tlsFailure)
         #expect(DownloadError(.dnsFailure, "x").isNetworkUnavailable)
         #expect(DownloadError(.networkUnreachable, "x").isNetworkUnavailable)
     }
@@ -257,7 +281,9 @@ final class RawAnswerServer: @unchecked Sendable {
     private let socket: LoopbackSocket
     var port: Int { socket.port }
 
-    init(answer: String) throws {
+    /// Answers `answer` after reading the request's first bytes and closes the connection; with
+    /// `reset`, closes it with a reset (TCP RST) after the read instead.
+    init(answer: String, reset: Bool = false) throws {
         let socket = try LoopbackSocket()
         self.socket = socket
         let bytes = Array(answer.utf8)
@@ -267,7 +293,12 @@ final class RawAnswerServer: @unchecked Sendable {
                 guard client >= 0 else { return }
                 var buffer = [UInt8](repeating: 0, count: 4096)
                 _ = read(client, &buffer, buffer.count)
-                _ = bytes.withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
+                if reset {
+                    var lingering = linger(l_onoff: 1, l_linger: 0)
+                    _ = setsockopt(client, SOL_SOCKET, SO_LINGER, &lingering, socklen_t(MemoryLayout<linger>.size))
+                } else {
+                    _ = bytes.withUnsafeBytes { write(client, $0.baseAddress, $0.count) }
+                }
                 close(client)
             }
         }.start()
