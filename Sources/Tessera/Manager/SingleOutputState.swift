@@ -110,37 +110,22 @@ struct SingleOutputState {
         return (id, piece)
     }
 
-    /// What a queued connection does (``startPiece(attemptKey:_:splitting:now:)``).
-    enum NewPiece {
-        /// It fetches `piece`, registered as `id`.
-        case started(id: Int, piece: Piece)
-        /// No range is worth it.
-        case nothing
-        /// None now: the busiest rest is looked at again after the delay
-        /// (``SplitPlan/Choice/later(id:after:)``).
-        case later(after: Duration)
-    }
-
     /// A queued connection starts: the range it fetches, registered as a piece (its id and
     /// piece), or what it does instead. `now` is the monotonic clock in nanoseconds.
     mutating func startPiece(
         attemptKey: Int?, _ resource: Resource, splitting: SplitPolicy, now: UInt64
-    ) -> NewPiece {
+    ) -> ConnectionStart<(id: Int, piece: Piece)> {
         let sharing = sharers
         sharers = max(0, sharers - 1)
-        let range: (start: Int64, length: Int64?, isFirst: Bool)
-        switch nextRange(resource, sharers: sharing, splitting: splitting, now: now) {
-        case .range(let start, let length, let isFirst): range = (start, length, isFirst)
-        case .nothing: return .nothing
-        case .later(let delay): return .later(after: delay)
+        return nextRange(resource, sharers: sharing, splitting: splitting, now: now).map { range in
+            let id = nextPieceID
+            nextPieceID += 1
+            let piece = Piece(
+                start: range.start, bound: TransferBound(end: range.length ?? .max), attemptKey: attemptKey,
+                isFirst: range.isFirst, startedAt: now)
+            pieces[id] = piece
+            return (id, piece)
         }
-        let id = nextPieceID
-        nextPieceID += 1
-        let piece = Piece(
-            start: range.start, bound: TransferBound(end: range.length ?? .max), attemptKey: attemptKey, isFirst: range.isFirst,
-            startedAt: now)
-        pieces[id] = piece
-        return .started(id: id, piece: piece)
     }
 
     /// A queued connection is not started (the output is done).
@@ -148,25 +133,18 @@ struct SingleOutputState {
         sharers = max(0, sharers - 1)
     }
 
-    /// What a new connection may fetch (``nextRange(_:sharers:splitting:now:)``).
-    enum NextRange: Equatable {
-        /// From `start`, `length` bytes (`nil`: to the end); `isFirst` for the first request of a
-        /// resource whose length is not known yet.
-        case range(start: Int64, length: Int64?, isFirst: Bool)
-        /// No range is worth it.
-        case nothing
-        /// None now; look again after the delay (``SplitPlan/Choice/later(id:after:)``).
-        case later(after: Duration)
-    }
+    /// A range a new connection fetches: from `start`, `length` bytes (`nil`: to the end);
+    /// `isFirst` for the first request of a resource whose length is not known yet.
+    typealias NewRange = (start: Int64, length: Int64?, isFirst: Bool)
 
     /// The range a new connection fetches, or why none.
-    mutating func nextRange(
+    private mutating func nextRange(
         _ resource: Resource, sharers: Int, splitting: SplitPolicy, now: UInt64
-    ) -> NextRange {
+    ) -> ConnectionStart<NewRange> {
         if resource.length == nil, rangesAllowed, pieces.isEmpty, let first = done.ranges.first, first.lowerBound == 0 {
             // A body of unannounced length that an earlier run began: the rest of it, with an
             // open range of the same version (its end is where the answer ends).
-            return .range(start: first.upperBound, length: nil, isFirst: false)
+            return .started((start: first.upperBound, length: nil, isFirst: false))
         }
         guard let length = resource.length, rangesAllowed else {
             // The length is not known (or ranges may not be asked for): one request for the
@@ -176,7 +154,7 @@ struct SingleOutputState {
             guard pieces.isEmpty else { return .nothing }
             forgetDone()
             let first = !resource.isRanged && resource.length == nil ? chunk : nil
-            return .range(start: 0, length: first, isFirst: true)
+            return .started((start: 0, length: first, isFirst: true))
         }
         for _ in 0..<4 {
             var covered = done
@@ -193,11 +171,11 @@ struct SingleOutputState {
                 minimumSeconds: splitting.resplitMinimumSeconds, typicalSpeed: lastSpeed, now: now)
             {
             case .gap(let range):
-                return .range(start: range.lowerBound, length: min(range.upperBound - range.lowerBound, chunk ?? .max), isFirst: false)
+                return .started((start: range.lowerBound, length: min(range.upperBound - range.lowerBound, chunk ?? .max), isFirst: false))
             case .split(let id, let at, let end):
                 // (The piece may have taken bytes past `at` meanwhile: then look again.)
                 guard let piece = pieces[id], piece.bound.shrink(to: at - piece.start) else { continue }
-                return .range(start: at, length: min(end - at, chunk ?? .max), isFirst: false)
+                return .started((start: at, length: min(end - at, chunk ?? .max), isFirst: false))
             case .later(let id, let delay):
                 if let piece = pieces[id], piece.slowSince == nil {
                     pieces[id]?.slowSince = now
@@ -280,5 +258,27 @@ struct SingleOutputState {
     mutating func takeForgotten() -> Int64 {
         defer { forgotten = 0 }
         return forgotten
+    }
+}
+
+/// What starting a connection's work came to: it started (on what), there was nothing worth
+/// doing, or nothing now and the work looks again after a delay
+/// (``SplitPlan/Choice/later(id:after:)``). One answer for the range a connection fetches,
+/// the piece it registers and the slot's work in the run's loop.
+enum ConnectionStart<Started> {
+    /// It started on this.
+    case started(Started)
+    /// Nothing is worth doing.
+    case nothing
+    /// Nothing now; look again after the delay.
+    case later(after: Duration)
+
+    /// The same answer, with what it started on transformed.
+    func map<Other>(_ transform: (Started) -> Other) -> ConnectionStart<Other> {
+        switch self {
+        case .started(let value): .started(transform(value))
+        case .nothing: .nothing
+        case .later(let delay): .later(after: delay)
+        }
     }
 }

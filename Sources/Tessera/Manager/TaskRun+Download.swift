@@ -279,19 +279,10 @@ struct DownloadLoop {
         return TaskRun.hostKey(url)
     }
 
-    /// What starting work on a slot did.
-    private enum WorkStart {
-        case started
-        /// There was nothing to do.
-        case nothing
-        /// Nothing now: the work looks again after the delay (``SplitPlan/Choice/later(id:after:)``).
-        case later(Duration)
-    }
-
     /// Starts `work` on a slot.
     private mutating func start(
         _ work: RunWork, host: String, retry: RetryState?, in group: inout ThrowingDiscardingTaskGroup<any Error>
-    ) -> WorkStart {
+    ) -> ConnectionStart<Void> {
         let run = self.run, inFlight = self.inFlight, events = run.events
         switch work {
         case .segment(let output, let segment):
@@ -310,7 +301,7 @@ struct DownloadLoop {
             launch(work, host: host, in: &group, quick: quick) { await run.fetchSegment(segment, of: writer, retry: state) }
         case .piece(let output, let attemptKey):
             guard var state = singles[output], let writer = writers[output] else { return .nothing }
-            var started: SingleOutputState.NewPiece = .nothing
+            var started: ConnectionStart<(id: Int, piece: SingleOutputState.Piece)> = .nothing
             // The transfer the run started before its task is this connection (its range, its
             // bound), adopted instead of a new one.
             let direct = retry == nil && !writer.isDone(0) ? run.adoptableDirectPiece : nil
@@ -318,7 +309,7 @@ struct DownloadLoop {
                 state.dropQueued()
             } else if let direct {
                 let (id, piece) = state.adoptPiece(direct)
-                started = .started(id: id, piece: piece)
+                started = .started((id, piece))
             } else {
                 started = state.startPiece(
                     attemptKey: attemptKey, resource(of: writer), splitting: run.configuration.splitting, now: MonotonicClock.nanoseconds())
@@ -326,9 +317,9 @@ struct DownloadLoop {
             settle(&state, output: output)
             let pieceID: Int, piece: SingleOutputState.Piece
             switch started {
-            case .started(let id, let started): (pieceID, piece) = (id, started)
+            case .started(let started): (pieceID, piece) = started
             case .nothing: return .nothing
-            case .later(let delay): return .later(delay)
+            case .later(let delay): return .later(after: delay)
             }
             launch(work, host: host, in: &group, quick: { key in
                 let onEnd: @Sendable (RunWorkResult) -> Void = { result in
@@ -339,7 +330,7 @@ struct DownloadLoop {
                 return run.startPiece(pieceID, piece, of: writer, retry: retry, onEnd: onEnd)
             }) { await run.fetchPiece(pieceID, piece, of: writer, retry: retry) }
         }
-        return .started
+        return .started(())
     }
 
     /// Starts work without a task of its own when `quick` can (given the transfer's key; the

@@ -13,8 +13,8 @@ import Testing
 
     /// The next connection's piece (`nil`: none is worth it, now or later).
     func next(_ state: inout SingleOutputState, _ resource: SingleOutputState.Resource, now: UInt64) -> (id: Int, piece: SingleOutputState.Piece)? {
-        guard case .started(let id, let piece) = state.startPiece(attemptKey: nil, resource, splitting: splitting, now: now) else { return nil }
-        return (id, piece)
+        guard case .started(let started) = state.startPiece(attemptKey: nil, resource, splitting: splitting, now: now) else { return nil }
+        return started
     }
 
     /// A file of `length` bytes with ranges that two connections share: the state and their ids.
