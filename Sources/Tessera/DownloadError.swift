@@ -61,9 +61,12 @@ public struct DownloadError: Error, Sendable, CustomStringConvertible {
         public static let networkUnreachable = Code(.networkUnreachable)
         /// Connecting took too long, or the transfer stayed below the low-speed limit.
         public static let timeout = Code(.timeout)
-        /// The connection broke mid-transfer, or the server sent nothing or a truncated body.
+        /// The connection broke mid-transfer (or during the TLS handshake: reset, or closed
+        /// without a word), or the server sent nothing or a truncated body.
         public static let connectionLost = Code(.connectionLost)
-        /// The TLS handshake or the peer's certificate failed.
+        /// The TLS handshake failed on its own terms (the peer's certificate, a protocol or
+        /// cipher the two sides do not share, an answer that is not TLS); a handshake cut off
+        /// by the connection is ``connectionLost``.
         public static let tlsFailure = Code(.tlsFailure)
         /// More redirects than the configured maximum.
         public static let tooManyRedirects = Code(.tooManyRedirects)
