@@ -13,6 +13,8 @@ import TesseraTesting
             #expect(result.status == 0, "\(result.errors)")
             #expect(await origin.content(at: path).verifyFile(atPath: cli.downloads + "/report.bin", size: 300_000))
             #expect(result.output.contains("completed"))
+            // Nothing else is left in the download directory (no empty `.tessera/work`).
+            #expect(try FileManager.default.contentsOfDirectory(atPath: cli.downloads) == ["report.bin"])
         }
     }
 
@@ -404,6 +406,8 @@ import TesseraTesting
             process.terminate()
             #expect(await process.ended() == .exited(130))
             let servedBefore = origin.totalBytesServed
+            // The paused tasks' partial files wait in the work directory.
+            #expect(((try? FileManager.default.contentsOfDirectory(atPath: cli.downloads + "/.tessera/work")) ?? []).count { $0.hasSuffix(".part") } == 4)
             let list = try await cli.run(["list", "--json", "--state-dir", cli.state])
             let tasks = try #require(list.json?["tasks"] as? [[String: Any]])
             #expect(tasks.count == 4)
@@ -433,6 +437,8 @@ import TesseraTesting
             }
             // Only the missing half crossed the wire again (plus what was in flight).
             #expect(origin.totalBytesServed - servedBefore < 6_000_000 - 3_000_000 + 1_000_000)
+            // All four done: the work directory went with its last files.
+            #expect(!FileManager.default.fileExists(atPath: cli.downloads + "/.tessera"))
         }
     }
 

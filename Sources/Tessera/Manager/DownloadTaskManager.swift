@@ -505,6 +505,8 @@ public actor DownloadTaskManager {
         owned.removeAll()
         await writeUnsaved()
         await executor.shutdown()
+        // (Nothing writes under the root any more: an empty work directory goes.)
+        layout.removeWorkDirectoryIfEmpty()
         // A group's last change is told before the streams end, not lost with the next tick.
         emitGroupChanges()
         hub.finish()

@@ -94,6 +94,15 @@ struct FileLayout: Sendable {
         SafePath.join(workDirectory, "\(name)-\(output)-\(segment).seg")
     }
 
+    /// Removes the work directory and `<root>/.tessera` when nothing is left in them (a run
+    /// that ended with every task finished leaves no trace beside the downloads); a directory
+    /// that still holds something (a paused task's journal, another process's files) stays.
+    /// Whatever writes there later makes the directory again. Blocking.
+    func removeWorkDirectoryIfEmpty() {
+        guard rmdir(workDirectory) == 0 else { return }
+        _ = rmdir((workDirectory as NSString).deletingLastPathComponent)
+    }
+
     /// Every file of the task in the work directory (journal, parts, stashes). Blocking.
     func removeWork(of id: DownloadTaskID) {
         let prefix = Self.fileName(for: id)

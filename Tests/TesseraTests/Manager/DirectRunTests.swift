@@ -69,7 +69,9 @@ import TesseraTesting
     }
 
     /// A shutdown while the transfer runs without a task: the next manager on the same store
-    /// finds the task interrupted with its bytes and finishes it with the rest.
+    /// finds the task interrupted with its bytes and finishes it with the rest. The first
+    /// shutdown leaves the work directory with the partial file; the second, with every task
+    /// finished, removes it.
     @Test func aShutdownMidTransferLeavesThePlainFileToResume() async throws {
         try await withManager { harness in
             let size: Int64 = 1_500_000
@@ -82,6 +84,9 @@ import TesseraTesting
             try await first.start(entity)
             #expect(await first.waitFor(entity.taskID, timeout: .seconds(20)) { $0.bytesDone >= 600_000 }.map { $0.bytesDone >= 600_000 } == true)
             await first.shutdown()
+            // The work directory keeps what the next run resumes from.
+            let work = harness.root.file(".tessera/work")
+            #expect(((try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []).contains { $0.hasSuffix(".part") })
 
             harness.origin.clearFaults(at: path)
             let second = DownloadTaskManager(configuration: configuration, engine: harness.engine, store: store)
@@ -92,6 +97,8 @@ import TesseraTesting
             #expect(ranges.count == 2 && ranges[0] == "-" && ranges[1] != "-", "\(ranges)")
             #expect(await harness.origin.content(at: path).verifyFile(atPath: harness.root.file("cut.bin"), size: size))
             await second.shutdown()
+            // Every task finished: nothing of Tessera's is left beside the file.
+            #expect(!FileManager.default.fileExists(atPath: harness.root.file(".tessera")), "\((try? FileManager.default.subpathsOfDirectory(atPath: harness.root.path)) ?? [])")
         }
     }
 
@@ -161,7 +168,9 @@ import TesseraTesting
             await first.shutdown()
             // What a process killed before its store heard of the task leaves: the output, and
             // the partial file as its second name.
+            // (A killed process never reached its shutdown, which took the empty work directory.)
             let part = FileLayout(root: harness.root.path).responseNamedPart(of: finished.taskID, output: 0)
+            try FileManager.default.createDirectory(atPath: (part as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
             #expect(link(harness.root.file("finished.bin"), part) == 0)
 
             let next = DownloadTaskManager(configuration: configuration, engine: harness.engine)
@@ -193,6 +202,8 @@ import TesseraTesting
             // What the killed process would have left: the partial file, a second name of the output.
             let part = FileLayout(root: harness.root.path).responseNamedPart(of: entity.taskID, output: 0)
             #expect(!FileManager.default.fileExists(atPath: part), "a shutdown lets go of it")
+            // (A killed process never reached its shutdown, which took the empty work directory.)
+            try FileManager.default.createDirectory(atPath: (part as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
             #expect(link(harness.root.file("kept.bin"), part) == 0)
 
             let next = DownloadTaskManager(configuration: configuration, engine: harness.engine, store: store)
