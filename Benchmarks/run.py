@@ -651,7 +651,8 @@ def plain_commands(scenario, out, state, binaries):
     if name in ("p1", "p2"):
         return {
             "tessera": [binaries["tessera"], "--input", scenario["url_list"], "--dir", out,
-                        "--parallel", str(PARALLEL)],
+                        "--parallel", str(PARALLEL)]
+                       + (["--threads", str(binaries["engine_threads"])] if binaries.get("engine_threads") else []),
             "curl": curl,
             "aria2c": aria2,
         }
@@ -1253,6 +1254,9 @@ def main():
                              "the same rounds (rows marked [baseline]): before and after in one run")
     parser.add_argument("--yt-dlp", dest="yt_dlp", default=None,
                         help="a yt-dlp to use instead of the one in the conformance virtualenv")
+    parser.add_argument("--engine-threads", type=int, default=None,
+                        help="engine threads of tessera-engine-bench in p1 and p2 (default: the library's, one; "
+                             "`tessera` runs two on two cores or more)")
     parser.add_argument("--nginx-workers", type=int, default=1, help="nginx worker processes (default 1)")
     parser.add_argument("--output", default=os.path.join(HERE, "results", "latest.json"),
                         help="where the JSON results go")
@@ -1270,6 +1274,7 @@ def main():
     binaries = {}
     if {"p1", "p2"} & set(scenarios):
         binaries["tessera"] = os.path.abspath(args.tessera)
+        binaries["engine_threads"] = args.engine_threads
         if not os.access(binaries["tessera"], os.X_OK):
             raise BenchError("no tessera-engine-bench at %s: build it with "
                              "`swift build -c release --product tessera-engine-bench`" % binaries["tessera"])

@@ -1,7 +1,9 @@
 // tessera-engine-bench: downloads every URL of a list with CurlEngine, N at a time.
 //
-//   tessera-engine-bench --input URLS.txt --dir OUTDIR --parallel N [--buffer-size BYTES] [--verbose]
+//   tessera-engine-bench --input URLS.txt --dir OUTDIR --parallel N [--buffer-size BYTES] [--threads N] [--verbose]
 //
+// `--threads`: the engine's threads (the library's default is one; `tessera` runs two on a
+// machine with two cores or more).
 // Each URL is saved in OUTDIR under its last path component. Exit status 1 and one line on
 // stderr on any failure; nothing on stdout on success unless --verbose.
 
@@ -18,6 +20,7 @@ struct Options {
     var directory = ""
     var parallel = 16
     var bufferSize: Int?
+    var threads: Int?
     var verbose = false
 
     init(_ arguments: [String]) {
@@ -36,9 +39,10 @@ struct Options {
             case "--dir": directory = value(flag)
             case "--parallel": parallel = positive(flag)
             case "--buffer-size": bufferSize = positive(flag)
+            case "--threads": threads = positive(flag)
             case "--verbose": verbose = true
             default:
-                fail("unknown argument \(flag); usage: --input URLS.txt --dir OUTDIR --parallel N [--buffer-size BYTES] [--verbose]")
+                fail("unknown argument \(flag); usage: --input URLS.txt --dir OUTDIR --parallel N [--buffer-size BYTES] [--threads N] [--verbose]")
             }
         }
         if input.isEmpty || directory.isEmpty { fail("--input and --dir are required") }
@@ -72,6 +76,7 @@ configuration.maxConnectionsPerHost = options.parallel
 configuration.maxActiveTransfers = options.parallel
 configuration.proxy = .none
 if let size = options.bufferSize { configuration.receiveBufferSize = size }
+if let threads = options.threads { configuration.threads = threads }
 
 let start = ContinuousClock.now
 let engine: CurlEngine
