@@ -187,8 +187,8 @@ struct DownloadPlan {
             useSlot(host, reused: true, into: &actions)
 
         case .notYet(let work, let host, let delay):
-            running -= 1
-            useSlot(host, reused: true, into: &actions)
+            // Its slot goes as one that started nothing; the work waits for its look.
+            handle(.startedNothing(host: host), into: &actions)
             schedule(work, after: delay, into: &actions)
 
         case .ended(let work, let host, let ended):

@@ -20,20 +20,31 @@ struct SingleOutputState {
         var slowSince: UInt64?
         var takenWhenSlow: Int64 = 0
 
-        /// Where it stands now; its speed once it has run long enough to tell.
+        /// Where it stands now; its speeds (since its start, and since it was found slow) once
+        /// it has run long enough to tell.
         func active(id: Int, now: UInt64) -> SplitPlan.Active {
             let end = bound.end == .max ? Int64.max : start &+ bound.end
             let taken = bound.taken
-            let elapsed = Double(now &- startedAt) / 1e9
-            let speed = elapsed >= 0.25 && now > startedAt ? Double(taken) / elapsed : nil
-            var sinceSlow: Double?
-            if let slowSince, now > slowSince {
-                let seconds = Double(now &- slowSince) / 1e9
-                if seconds >= 0.25 { sinceSlow = Double(max(0, taken &- takenWhenSlow)) / seconds }
-            }
             return SplitPlan.Active(
-                id: id, start: start, position: start &+ taken, end: end, bytesPerSecond: speed, slowSince: slowSince,
-                bytesPerSecondSinceSlow: sinceSlow)
+                id: id, start: start, position: start &+ taken, end: end,
+                bytesPerSecond: Self.speed(bytes: taken, since: startedAt, now: now), slowSince: slowSince,
+                bytesPerSecondSinceSlow: slowSince.flatMap { Self.speed(bytes: max(0, taken &- takenWhenSlow), since: $0, now: now) })
+        }
+
+        /// Marks the piece found slow at `now` (monotonic nanoseconds), once: its speed since then
+        /// tells whether it still is.
+        mutating func markSlow(now: UInt64) {
+            guard slowSince == nil else { return }
+            slowSince = now
+            takenWhenSlow = bound.taken
+        }
+
+        /// `bytes` taken from `since` to `now` as bytes per second, once a quarter of a second
+        /// has passed (a shorter time tells nothing).
+        private static func speed(bytes: Int64, since: UInt64, now: UInt64) -> Double? {
+            guard now > since else { return nil }
+            let seconds = Double(now &- since) / 1e9
+            return seconds >= 0.25 ? Double(bytes) / seconds : nil
         }
     }
 
@@ -177,10 +188,7 @@ struct SingleOutputState {
                 guard let piece = pieces[id], piece.bound.shrink(to: at - piece.start) else { continue }
                 return .started((start: at, length: min(end - at, chunk ?? .max), isFirst: false))
             case .later(let id, let delay):
-                if let piece = pieces[id], piece.slowSince == nil {
-                    pieces[id]?.slowSince = now
-                    pieces[id]?.takenWhenSlow = piece.bound.taken
-                }
+                pieces[id]?.markSlow(now: now)
                 return .later(after: delay)
             case .none:
                 return .nothing

@@ -301,26 +301,21 @@ struct DownloadLoop {
             launch(work, host: host, in: &group, quick: quick) { await run.fetchSegment(segment, of: writer, retry: state) }
         case .piece(let output, let attemptKey):
             guard var state = singles[output], let writer = writers[output] else { return .nothing }
-            var started: ConnectionStart<(id: Int, piece: SingleOutputState.Piece)> = .nothing
+            let started: ConnectionStart<(id: Int, piece: SingleOutputState.Piece)>
             // The transfer the run started before its task is this connection (its range, its
             // bound), adopted instead of a new one.
             let direct = retry == nil && !writer.isDone(0) ? run.adoptableDirectPiece : nil
             if writer.isDone(0) {
                 state.dropQueued()
+                started = .nothing
             } else if let direct {
-                let (id, piece) = state.adoptPiece(direct)
-                started = .started((id, piece))
+                started = .started(state.adoptPiece(direct))
             } else {
                 started = state.startPiece(
                     attemptKey: attemptKey, resource(of: writer), splitting: run.configuration.splitting, now: MonotonicClock.nanoseconds())
             }
             settle(&state, output: output)
-            let pieceID: Int, piece: SingleOutputState.Piece
-            switch started {
-            case .started(let started): (pieceID, piece) = started
-            case .nothing: return .nothing
-            case .later(let delay): return .later(after: delay)
-            }
+            guard case .started(let (pieceID, piece)) = started else { return started.map { _ in () } }
             launch(work, host: host, in: &group, quick: { key in
                 let onEnd: @Sendable (RunWorkResult) -> Void = { result in
                     inFlight.ended(key)
