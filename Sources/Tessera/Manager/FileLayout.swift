@@ -32,7 +32,9 @@ struct FileLayout: Sendable {
     }
 
     func outputPath(directory: String, name: String) -> String {
-        let base = SafePath.join(root, (try? SafePath.relative(directory)) ?? "")
+        // (Most tasks download into the root itself: no directory to check and join, about
+        // eight times a file.)
+        let base = directory.isEmpty ? root : SafePath.join(root, (try? SafePath.relative(directory)) ?? "")
         return SafePath.join(base, (try? SafePath.relative(name)) ?? "invalid-name")
     }
 

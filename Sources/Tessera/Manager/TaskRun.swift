@@ -603,7 +603,8 @@ final class TaskRun: Sendable {
             let hosts = output.segments.countByHost { segment in
                 (segment.urls.first { !shared.isDead($0) } ?? segment.urls.first).map(hostKey) ?? ""
             }
-            demand.merge(hosts, uniquingKeysWith: +)
+            // (The first output's counts are the demand so far: no merge, as for a plain file.)
+            if demand.isEmpty { demand = hosts } else { demand.merge(hosts, uniquingKeysWith: +) }
         }
         return demand
     }
