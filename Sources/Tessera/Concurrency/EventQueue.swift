@@ -30,6 +30,8 @@ final class EventQueue<Element: Sendable>: Sendable {
     func post(_ element: Element) -> Bool {
         let (accepted, waiter) = state.withLock { state -> (Bool, UnsafeContinuation<Void, Never>?) in
             guard !state.finished else { return (false, nil) }
+            // (Room for a few at the first post: most queues, a run's events, get two or three.)
+            if state.items.capacity == 0 { state.items.reserveCapacity(4) }
             state.items.append(element)
             defer { state.waiter = nil }
             return (true, state.waiter)

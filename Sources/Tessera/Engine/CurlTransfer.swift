@@ -168,7 +168,8 @@ final class CurlTransfer {
             if failed == nil, tessera_curl_easy_setopt_long(easy, option, value) != CURLE_OK { failed = name }
         }
         func set(_ option: CURLoption, _ value: String, _ name: String) {
-            if failed == nil, tessera_curl_easy_setopt_string(easy, option, value) != CURLE_OK { failed = name }
+            // (libcurl copies the text; `withCString` spares Swift's copy of it into a new array.)
+            if failed == nil, value.withCString({ tessera_curl_easy_setopt_string(easy, option, $0) }) != CURLE_OK { failed = name }
         }
 
         set(CURLOPT_URL, request.url.absoluteString, "URL")
@@ -731,13 +732,13 @@ final class CurlTransfer {
         // its bytes and no truncation is needed at the end; from offset zero, O_TRUNC does it.
         let truncateOnOpen = ownsTail && fileBase + written == 0
         let flags = O_WRONLY | O_CREAT | O_CLOEXEC | (truncateOnOpen ? O_TRUNC : 0)
-        var descriptor = open(path, flags, 0o644)
+        var descriptor = path.withCString { open($0, flags, 0o644) }
         if descriptor < 0, errno == ENOENT {
             let directory = (path as NSString).deletingLastPathComponent
             if !directory.isEmpty {
                 try? FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
             }
-            descriptor = open(path, flags, 0o644)
+            descriptor = path.withCString { open($0, flags, 0o644) }
         }
         guard descriptor >= 0 else { return fileError(errno, doing: "open") }
         fileDescriptor = descriptor

@@ -184,7 +184,9 @@ package enum FileOperations {
     /// when linked, `false` when `destination` exists, `nil` where the file system gives no hard
     /// link there (another device, or links refused): the caller moves the file instead.
     static func linkWithoutReplacing(_ source: String, to destination: String) throws(DownloadError) -> Bool? {
-        let result = try makingParent(of: destination, from: source) { link(source, destination) }
+        let result = try makingParent(of: destination, from: source) {
+            source.withCString { source in destination.withCString { link(source, $0) } }
+        }
         if result == 0 { return true }
         switch errno {
         case EEXIST: return false
@@ -235,7 +237,8 @@ package enum FileOperations {
         let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard descriptor >= 0 else { return }
         defer { close(descriptor) }
-        for name in names { _ = unlinkat(descriptor, name, 0) }
+        // (`withCString`: a `String` passed to C as such is copied into a new array first.)
+        for name in names { _ = name.withCString { unlinkat(descriptor, $0, 0) } }
     }
 
     static func remove(_ path: String) {

@@ -353,7 +353,9 @@ struct Scheduler: Sendable {
     // MARK: - Events
 
     mutating func handle(_ event: Event) -> [Action] {
+        // (Room for an event's usual few actions at once, not grown one by one.)
         var actions: [Action] = []
+        actions.reserveCapacity(4)
         switch event {
         case .added(let id, let sequence, let start):
             guard entries[id] == nil else { return [] }
