@@ -49,7 +49,7 @@ package enum FileOperations {
     /// files stay as they were. (Where the file system cannot refuse a replacement atomically,
     /// the check and the move are two steps.)
     static func moveWithoutReplacing(_ source: String, to destination: String) throws(DownloadError) -> Bool {
-        let result = try makingParent(of: destination, from: source) { tessera_rename_noreplace(source, destination) }
+        let result = try makingParent(of: destination, from: source) { withCPaths(source, destination, tessera_rename_noreplace) }
         switch result {
         case 0:
             return true
@@ -184,15 +184,21 @@ package enum FileOperations {
     /// when linked, `false` when `destination` exists, `nil` where the file system gives no hard
     /// link there (another device, or links refused): the caller moves the file instead.
     static func linkWithoutReplacing(_ source: String, to destination: String) throws(DownloadError) -> Bool? {
-        let result = try makingParent(of: destination, from: source) {
-            source.withCString { source in destination.withCString { link(source, $0) } }
-        }
+        let result = try makingParent(of: destination, from: source) { withCPaths(source, destination, link) }
         if result == 0 { return true }
         switch errno {
         case EEXIST: return false
         case EXDEV, EPERM, ENOTSUP, EMLINK, ENOSYS: return nil
         default: throw systemError(errno, "could not link \(source) to \(destination)")
         }
+    }
+
+    /// `body` with the two paths as C strings made from their own bytes: a `String` passed to C
+    /// as such is first copied into a new array (a path or two for every file).
+    private static func withCPaths<Result>(
+        _ first: String, _ second: String, _ body: (UnsafePointer<CChar>, UnsafePointer<CChar>) -> Result
+    ) -> Result {
+        first.withCString { first in second.withCString { body(first, $0) } }
     }
 
     /// Runs `operation`, which puts `source`'s file at `destination`; when it fails (-1) because
@@ -237,7 +243,7 @@ package enum FileOperations {
         let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard descriptor >= 0 else { return }
         defer { close(descriptor) }
-        // (`withCString`: a `String` passed to C as such is copied into a new array first.)
+        // (`withCString`, as in ``withCPaths(_:_:_:)``.)
         for name in names { _ = name.withCString { unlinkat(descriptor, $0, 0) } }
     }
 
@@ -253,7 +259,7 @@ package enum FileOperations {
 
     static func rename(_ source: String, to destination: String) throws(DownloadError) {
         try createParent(of: destination)
-        guard Glibc.rename(source, destination) == 0 else {
+        guard withCPaths(source, destination, Glibc.rename) == 0 else {
             throw systemError(errno, "could not move \(source) to \(destination)")
         }
     }
