@@ -182,10 +182,14 @@ public actor DownloadTaskManager {
             // New tasks are added in one go: what they wake (subscribers, runs) wakes once, after.
             let added = WakeBatch.deferring { () -> [Result<DownloadTaskInfo, DownloadError>] in
                 var added: [Result<DownloadTaskInfo, DownloadError>] = []
-                while next < entities.count, cacheOnly || tasks[entities[next].taskID] == nil {
+                while next < entities.count {
                     let entity = entities[next]
+                    let id = entity.taskID
+                    guard cacheOnly || tasks[id] == nil else { break }
                     next += 1
-                    added.append(Result { () throws(DownloadError) in try cacheOnly ? startCache(entity) : add(entity, mode: .download, start: true) })
+                    added.append(Result { () throws(DownloadError) in
+                        try add(entity, id: id, mode: cacheOnly ? .cacheOnly : .download, start: true)
+                    })
                 }
                 return added
             }
@@ -517,9 +521,11 @@ public actor DownloadTaskManager {
 
     // MARK: - Adding
 
-    func add(_ entity: DownloadBaseEntity, mode: DownloadTaskMode, start: Bool, redo: Bool = false) throws(DownloadError)
-        -> DownloadTaskInfo
-    {
+    /// Adds (or starts again) `entity`'s task; `id` is its ``DownloadBaseEntity/taskID`` when the
+    /// caller has it already.
+    func add(
+        _ entity: DownloadBaseEntity, id knownID: DownloadTaskID? = nil, mode: DownloadTaskMode, start: Bool, redo: Bool = false
+    ) throws(DownloadError) -> DownloadTaskInfo {
         guard !isShutDown else { throw DownloadError(.invalidState, "the manager has been shut down") }
         startOnce()
         guard entity is any DownloadParserProtocol else {
@@ -529,7 +535,7 @@ public actor DownloadTaskManager {
         if mode == .cacheOnly, cache == nil {
             throw DownloadError(.invalidState, "startCache needs a segment cache, and this manager has none")
         }
-        let id = entity.taskID
+        let id = knownID ?? entity.taskID
         _ = scheduler.beginCommand()
         if let task = tasks[id] {
             guard start else { return info(task) }
@@ -548,7 +554,7 @@ public actor DownloadTaskManager {
             throw DownloadError(.invalidRequest, "the \(type(of: entity).entityType) entity \(entity.entityKey) cannot be stored: \(error)")
         }
         nextSequence += 1
-        let task = ManagedTask(entity: entity, mode: mode, sequence: nextSequence, handle: newHandle())
+        let task = ManagedTask(entity: entity, id: id, mode: mode, sequence: nextSequence, handle: newHandle())
         tasks[id] = task
         byHandle[task.handle] = task
         addedOrder.append(task)

@@ -101,9 +101,14 @@ final class ManagedTask {
         init(_ media: MediaInfo) { self.media = media }
     }
 
-    init(entity: DownloadBaseEntity, mode: DownloadTaskMode, sequence: Int, handle: TaskHandle, addedAt: Date = Date()) {
+    /// `id` is the entity's ``DownloadBaseEntity/taskID`` when the caller has it already (it is
+    /// made, and its key hashed, at each use).
+    init(
+        entity: DownloadBaseEntity, id: DownloadTaskID? = nil, mode: DownloadTaskMode, sequence: Int, handle: TaskHandle,
+        addedAt: Date = Date()
+    ) {
         self.entity = entity
-        self.id = entity.taskID
+        self.id = id ?? entity.taskID
         self.handle = handle
         self.mode = mode
         self.sequence = sequence

@@ -60,7 +60,13 @@ import TesseraTesting
 
         // The next start: the task is queued again by itself and completes once the host is back.
         let origin = try await LoopbackOrigin.start(port: port)
-        let next = DownloadTaskManager(configuration: configuration, engine: engine, store: store)
+        // (Its probes come every second here: once, under a clean clone's full parallel suite on
+        // two-thread engines, the restored task's first connection was refused although the
+        // origin was back, and with probes as far apart as the wait is long (30 s) nothing tried
+        // again before the wait ran out. The task must still come back by itself.)
+        var nextConfiguration = configuration
+        nextConfiguration.networkProbeBackoff = (.milliseconds(100), .seconds(1))
+        let next = DownloadTaskManager(configuration: nextConfiguration, engine: engine, store: store)
         let report = try await next.restore()
         #expect(report.restored.map(\.id) == [entity.taskID])
         // (What the task is at when it is not completed in time says why: a clean clone's CI
