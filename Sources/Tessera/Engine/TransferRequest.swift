@@ -144,7 +144,8 @@ package struct TransferRequest: Sendable {
     }
 
     /// Whether `text` has a NUL byte, scanned as one run of bytes (a `String.UTF8View` walked
-    /// byte by byte costs about forty times as much, at every transfer's start).
+    /// byte by byte costs four times as much, at every transfer's start: 1,850 instructions for
+    /// a path of P1's).
     private static func containsNUL(_ text: String) -> Bool {
         var text = text
         return text.withUTF8 { $0.contains(0) }
