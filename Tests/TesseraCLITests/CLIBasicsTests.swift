@@ -163,12 +163,11 @@ import TesseraTesting
             #expect((unwritable.output + unwritable.errors).contains(readOnly + "/file"), "\(unwritable.output) \(unwritable.errors)")
 
             // Nothing listens on the port: after --network-wait, one line and exit status 1.
-            let down = try await LoopbackOrigin.start()
-            let port = down.port
-            try await down.shutdown()
-            let refused = try await cli.run(["get", "--network-wait", "0", "http://127.0.0.1:\(port)/file.bin"])
+            let down = try DownPort()
+            let refused = try await cli.run(["get", "--network-wait", "0", "http://127.0.0.1:\(down.port)/file.bin"])
             #expect(refused.status == 1)
             #expect(refused.output.contains("Couldn't connect to server") && refused.output.contains("gave up"), "\(refused.output)")
+            down.release()  // (held until here: nothing else takes the port meanwhile)
 
             for result in [unknown, scheme, gone, unwritable, refused] {
                 #expect(!result.errors.contains("Fatal error") && !result.errors.contains("Stack trace"))
@@ -280,8 +279,8 @@ import TesseraTesting
     @Test(arguments: [SIGINT, SIGTERM]) func aSignalWhileATaskWaitsForItsHostPausesIt(signal: Int32) async throws {
         let cli = CLI()
         defer { cli.cleanUp() }
-        let port = try await CLIServeTests.downPort()
-        let url = "http://127.0.0.1:\(port)/bytes/60000/later.bin"
+        let down = try CLIServeTests.downPort()
+        let url = "http://127.0.0.1:\(down.port)/bytes/60000/later.bin"
         let (process, out, _) = try cli.start(["get", "--json", "--network-wait", "30", url])
         let waiting = await eventually(within: .seconds(30)) {
             (fileText(out)).contains("interrupted(network)")
@@ -295,7 +294,7 @@ import TesseraTesting
         let task = try #require((list.json?["tasks"] as? [[String: Any]])?.first, "\(list.output)")
         #expect(task["state"] as? String == "paused", "\(task)")
         #expect((task["error"] as? String)?.contains("gave up") != true, "\(task)")
-        let origin = try await LoopbackOrigin.start(port: port)
+        let origin = try await LoopbackOrigin.start(replacing: down)
         let again = try await cli.run(["get", "--network-wait", "30", url])
         #expect(again.status == 0, "\(again.errors)")
         #expect(await origin.content(at: "/bytes/60000/later.bin").verifyFile(atPath: cli.downloads + "/later.bin", size: 60_000))

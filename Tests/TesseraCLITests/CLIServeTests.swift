@@ -6,12 +6,7 @@ import TesseraTesting
 /// `tessera serve` as a process: what a stop (SIGTERM) and the next start leave of its tasks.
 @Suite(.timeLimit(.minutes(3))) struct CLIServeTests {
     /// A port nothing listens on (an origin that was there and is gone).
-    static func downPort() async throws -> Int {
-        let origin = try await LoopbackOrigin.start()
-        let port = origin.port
-        try await origin.shutdown()
-        return port
-    }
+    static func downPort() throws -> DownPort { try DownPort() }
 
     /// The task waits for a host that refuses connections (up to 30 s); SIGTERM after it has
     /// waited a moment: the store keeps it waiting, not failed "after waiting 30 s", and the
@@ -19,8 +14,8 @@ import TesseraTesting
     @Test func sigtermLeavesATaskWaitingForItsHostWaiting() async throws {
         let cli = CLI()
         defer { cli.cleanUp() }
-        let port = try await Self.downPort()
-        let url = "http://127.0.0.1:\(port)/bytes/50000/refused.bin"
+        let down = try Self.downPort()
+        let url = "http://127.0.0.1:\(down.port)/bytes/50000/refused.bin"
         let serve = try await ServeProcess.start(cli, ["--network-wait", "30"])
         _ = try await serve.call("aria2.addUri", [[url]])
         let waiting = await eventually(within: .seconds(30)) {
@@ -36,7 +31,7 @@ import TesseraTesting
         #expect((task["error"] as? String)?.contains("gave up") != true, "\(task)")
 
         // The next start resumes it: with the host back, it completes.
-        let origin = try await LoopbackOrigin.start(port: port)
+        let origin = try await LoopbackOrigin.start(replacing: down)
         let again = try await ServeProcess.start(cli, ["--network-wait", "30"])
         let completed = await eventually(within: .seconds(60)) {
             (try? await again.tasks())?.first?["state"] as? String == "completed"

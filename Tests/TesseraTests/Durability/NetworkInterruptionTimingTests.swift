@@ -6,14 +6,6 @@ import TesseraTesting
 /// Network waits and probes, with their wall-clock bounds: measured in the timing phase of
 /// `make test` (one suite at a time), where a busy machine cannot stretch them.
 @Suite(.timeLimit(.minutes(2))) struct NetworkInterruptionTimingTests {
-    /// An origin that is down: its port is known, nothing listens on it.
-    func downOrigin() async throws -> Int {
-        let origin = try await LoopbackOrigin.start()
-        let port = origin.port
-        try await origin.shutdown()
-        return port
-    }
-
     func manager(_ monitor: (any NetworkMonitor)?, root: TemporaryDirectory, sleeper: RecordingSleeper) throws -> (DownloadTaskManager, CurlEngine) {
         let engine = try CurlEngine(configuration: .forTests())
         var configuration = DownloadTaskManager.Configuration(downloadRoot: root.path)
@@ -28,7 +20,7 @@ import TesseraTesting
         defer { root.cleanUp() }
         let monitor = ManualNetworkMonitor(.offline)
         let sleeper = RecordingSleeper()
-        let port = try await downOrigin()
+        let down = try DownPort(), port = down.port
         let (manager, engine) = try manager(monitor, root: root, sleeper: sleeper)
         let events = EventLog(manager.events())
         let url = URL(string: "http://127.0.0.1:\(port)/bytes/300000/net.bin")!
@@ -39,7 +31,7 @@ import TesseraTesting
         #expect(await manager.check(entity.taskID)?.error?.code == .connectionRefused)
 
         // The server comes back, but the monitor still says offline: nothing is probed.
-        let origin = try await LoopbackOrigin.start(port: port)
+        let origin = try await LoopbackOrigin.start(replacing: down)
         // Only watching for a while (several probe intervals) can show that nothing happens.
         #expect(await consistently(for: .milliseconds(600)) {
             let state = await manager.check(entity.taskID)?.state
@@ -62,7 +54,7 @@ import TesseraTesting
     @Test func aBoundedWaitFailsTheTaskWithTheErrorThatStartedIt() async throws {
         let root = TemporaryDirectory("network-bounded")
         defer { root.cleanUp() }
-        let port = try await downOrigin()
+        let down = try DownPort(), port = down.port
         let engine = try CurlEngine(configuration: .forTests())
         var configuration = DownloadTaskManager.Configuration(downloadRoot: root.path)
         configuration.networkProbeBackoff = (.milliseconds(100), .milliseconds(400))
@@ -80,7 +72,7 @@ import TesseraTesting
         #expect(error?.message.contains("gave up after waiting") == true)
 
         // A failed task may be started again; when the server is back it completes.
-        let origin = try await LoopbackOrigin.start(port: port)
+        let origin = try await LoopbackOrigin.start(replacing: down)
         try await manager.start(entity)
         #expect(await manager.waitForState(entity.taskID, .completed)?.state == .completed)
         await engine.shutdown()
@@ -91,7 +83,7 @@ import TesseraTesting
         let root = TemporaryDirectory("network-probe")
         defer { root.cleanUp() }
         let sleeper = RecordingSleeper()
-        let port = try await downOrigin()
+        let down = try DownPort(), port = down.port
         // No monitor: only probes can tell.
         let (manager, engine) = try manager(nil, root: root, sleeper: sleeper)
         let url = URL(string: "http://127.0.0.1:\(port)/bytes/200000/probe.bin")!
@@ -102,7 +94,7 @@ import TesseraTesting
         // of them fail before the server comes back.
         let failedBefore = engine.statistics.finishedTransfers
         #expect(await eventually { engine.statistics.finishedTransfers >= failedBefore + 2 }, "probes while the server is down")
-        let origin = try await LoopbackOrigin.start(port: port)
+        let origin = try await LoopbackOrigin.start(replacing: down)
         #expect(await manager.waitForState(entity.taskID, .completed)?.state == .completed)
         #expect(origin.requests.first?.method == "HEAD", "a probe found the server first")
         #expect(sleeper.delays.isEmpty)
@@ -115,7 +107,7 @@ import TesseraTesting
         defer { root.cleanUp() }
         let monitor = ManualNetworkMonitor(.offline)
         try await withLoopbackOrigin { origin in
-            let port = try await downOrigin()
+            let down = try DownPort(), port = down.port
             let (manager, engine) = try manager(monitor, root: root, sleeper: RecordingSleeper())
             let lost = DirectEntity(url: URL(string: "http://127.0.0.1:\(port)/bytes/1000/lost.bin")!)
             let paused = DirectEntity(url: origin.url("/bytes/1000/paused.bin"))
@@ -131,6 +123,7 @@ import TesseraTesting
             #expect(await consistently(for: .milliseconds(300)) { await manager.check(paused.taskID)?.state == .paused },
                 "a paused task stays paused")
             await engine.shutdown()
+            down.release()  // (held until here: the lost task is refused to the end)
         }
     }
 

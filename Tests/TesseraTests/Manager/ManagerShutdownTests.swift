@@ -39,9 +39,8 @@ import TesseraTesting
     @Test func shutdownLeavesATaskWaitingForItsHostAsItWas() async throws {
         let root = TemporaryDirectory("shutdown-wait")
         defer { root.cleanUp() }
-        let down = try await LoopbackOrigin.start()
+        let down = try DownPort()
         let port = down.port
-        try await down.shutdown()
         let engine = try CurlEngine(configuration: .forTests())
         let store = InMemoryDownloadStore()
         var configuration = DownloadTaskManager.Configuration(downloadRoot: root.path)
@@ -59,7 +58,7 @@ import TesseraTesting
         #expect(stored.task.lastError?.message.contains("gave up") != true, "\(stored.task.lastError?.message ?? "")")
 
         // The next start: the task is queued again by itself and completes once the host is back.
-        let origin = try await LoopbackOrigin.start(port: port)
+        let origin = try await LoopbackOrigin.start(replacing: down)
         // (Its probes come every second here: once, under a clean clone's full parallel suite on
         // two-thread engines, the restored task's first connection was refused although the
         // origin was back, and with probes as far apart as the wait is long (30 s) nothing tried
