@@ -13,13 +13,13 @@ import Synchronization
 /// then talks to that server (a clean clone's CI saw "404 Not Found" where the port was meant to
 /// be down). Here a socket stays bound to the port without listening: connections to it are
 /// refused, and the system gives the port to no one else until ``release()``.
-public final class DownPort: Sendable {
+package final class DownPort: Sendable {
     /// The port.
-    public let port: Int
+    package let port: Int
     private let descriptor: Mutex<Int32>
 
     /// Binds a socket to a port of `127.0.0.1` the system picks, without listening on it.
-    public init() throws {
+    package init() throws {
         let socketDescriptor = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard socketDescriptor >= 0 else { throw DownPortError("socket: \(String(cString: strerror(errno)))") }
         var address = sockaddr_in()
@@ -43,7 +43,7 @@ public final class DownPort: Sendable {
     }
 
     /// Lets the port go (an origin is to listen on it next). Calling it again does nothing.
-    public func release() {
+    package func release() {
         descriptor.withLock { descriptor in
             if descriptor >= 0 { close(descriptor) }
             descriptor = -1
@@ -54,15 +54,15 @@ public final class DownPort: Sendable {
 }
 
 /// Why a ``DownPort`` could not be made.
-public struct DownPortError: Error, CustomStringConvertible {
-    public let description: String
+package struct DownPortError: Error, CustomStringConvertible {
+    package let description: String
     init(_ description: String) { self.description = description }
 }
 
 extension LoopbackOrigin {
     /// Starts an origin on `down`'s port, letting the port go just before (a host that refused
     /// connections comes back).
-    public static func start(threads: Int = 1, replacing down: DownPort) async throws -> LoopbackOrigin {
+    package static func start(threads: Int = 1, replacing down: DownPort) async throws -> LoopbackOrigin {
         down.release()
         return try await start(threads: threads, port: down.port)
     }
