@@ -26,17 +26,17 @@ package final class DownPort: Sendable {
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = 0
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(socketDescriptor, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let named = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(socketDescriptor, $0, &length) }
+        let failed: String? = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { socketAddress in
+                if bind(socketDescriptor, socketAddress, length) != 0 { return "bind" }
+                return getsockname(socketDescriptor, socketAddress, &length) != 0 ? "getsockname" : nil
+            }
         }
-        guard bound == 0, named == 0 else {
+        if let failed {
             let reason = String(cString: strerror(errno))
             close(socketDescriptor)
-            throw DownPortError("bind: \(reason)")
+            throw DownPortError("\(failed): \(reason)")
         }
         port = Int(UInt16(bigEndian: address.sin_port))
         descriptor = Mutex(socketDescriptor)

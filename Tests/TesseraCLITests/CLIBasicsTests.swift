@@ -279,7 +279,7 @@ import TesseraTesting
     @Test(arguments: [SIGINT, SIGTERM]) func aSignalWhileATaskWaitsForItsHostPausesIt(signal: Int32) async throws {
         let cli = CLI()
         defer { cli.cleanUp() }
-        let down = try CLIServeTests.downPort()
+        let down = try DownPort()
         let url = "http://127.0.0.1:\(down.port)/bytes/60000/later.bin"
         let (process, out, _) = try cli.start(["get", "--json", "--network-wait", "30", url])
         let waiting = await eventually(within: .seconds(30)) {

@@ -5,16 +5,13 @@ import TesseraTesting
 
 /// `tessera serve` as a process: what a stop (SIGTERM) and the next start leave of its tasks.
 @Suite(.timeLimit(.minutes(3))) struct CLIServeTests {
-    /// A port nothing listens on (an origin that was there and is gone).
-    static func downPort() throws -> DownPort { try DownPort() }
-
     /// The task waits for a host that refuses connections (up to 30 s); SIGTERM after it has
     /// waited a moment: the store keeps it waiting, not failed "after waiting 30 s", and the
     /// next start resumes it.
     @Test func sigtermLeavesATaskWaitingForItsHostWaiting() async throws {
         let cli = CLI()
         defer { cli.cleanUp() }
-        let down = try Self.downPort()
+        let down = try DownPort()
         let url = "http://127.0.0.1:\(down.port)/bytes/50000/refused.bin"
         let serve = try await ServeProcess.start(cli, ["--network-wait", "30"])
         _ = try await serve.call("aria2.addUri", [[url]])

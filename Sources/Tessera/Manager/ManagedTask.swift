@@ -101,14 +101,14 @@ final class ManagedTask {
         init(_ media: MediaInfo) { self.media = media }
     }
 
-    /// `id` is the entity's ``DownloadBaseEntity/taskID`` when the caller has it already (it is
-    /// made, and its key hashed, at each use).
+    /// `id` is the entity's ``DownloadBaseEntity/taskID``, which the caller has made already (it
+    /// is made, and its key hashed, at each use).
     init(
-        entity: DownloadBaseEntity, id: DownloadTaskID? = nil, mode: DownloadTaskMode, sequence: Int, handle: TaskHandle,
+        entity: DownloadBaseEntity, id: DownloadTaskID, mode: DownloadTaskMode, sequence: Int, handle: TaskHandle,
         addedAt: Date = Date()
     ) {
         self.entity = entity
-        self.id = id ?? entity.taskID
+        self.id = id
         self.handle = handle
         self.mode = mode
         self.sequence = sequence
@@ -118,7 +118,7 @@ final class ManagedTask {
     /// The task `record` describes (a restore), its entity rebuilt: its manifest, counts, error
     /// and revision as the store has them.
     convenience init(restoring record: TaskRecord, entity: DownloadBaseEntity, handle: TaskHandle, layout: FileLayout) {
-        self.init(entity: entity, mode: record.mode, sequence: record.sequence, handle: handle, addedAt: record.addedAt)
+        self.init(entity: entity, id: entity.taskID, mode: record.mode, sequence: record.sequence, handle: handle, addedAt: record.addedAt)
         resolveCount = record.resolveCount
         lastError = record.lastError.map(DownloadError.init(stored:))
         manifestRevision = record.manifestRevision
