@@ -28,14 +28,28 @@ extension DownloadTaskManager {
 
     /// The task keeps `manifest` (its outputs named first when freshly `resolved`); returns the
     /// named manifest and whether its content differs from the one before.
-    func keep(_ manifest: DownloadManifest, of task: ManagedTask, resolved: Bool) -> (DownloadManifest, Bool) {
+    /// `recording` false leaves the store's record to the caller.
+    func keep(_ manifest: DownloadManifest, of task: ManagedTask, resolved: Bool, recording: Bool = true) -> (DownloadManifest, Bool) {
         if resolved { task.resolveCount += 1 }
         let previous = task.manifest
         let named = resolved ? assignOutputNames(task, manifest) : manifest
         let changed = previous.map { !$0.hasSameSegments(as: named) } ?? false
         task.setManifest(named, layout: layout)
-        saveRecord(task)
+        if recording { saveRecord(task) }
         return (named, changed)
+    }
+
+    /// Whether `task`'s move from `from` to `to` is recorded with what comes of it rather than
+    /// at once: a fresh task's start. Its move from waiting to resolving leaves it waiting in the
+    /// store (a restart queues a waiting task and a resolving one alike, and a task that resolves
+    /// records its manifest then); a run that starts without a task is named, and moves to
+    /// downloading, unrecorded: its end records it (or the tick, by its bytes, if it runs that
+    /// long; or a stop). On a list of small files that is one record a file after its insert,
+    /// not two, each with the manifest.
+    func recordsLater(_ task: ManagedTask, from: DownloadTaskState, to: DownloadTaskState) -> Bool {
+        guard to.isRunning else { return false }
+        if from == .waiting, to == .resolving, task.manifest == nil { return true }
+        return task.run?.direct != nil
     }
 
     /// Whether `manifest` names outputs itself (not from a response): those names reach the

@@ -611,7 +611,7 @@ public actor DownloadTaskManager {
                     manifest.mergeIsPending = true
                     task.setManifest(manifest, layout: layout)
                 }
-                if to != .removed { saveRecord(task) }
+                if to != .removed, !recordsLater(task, from: from, to: to) { saveRecord(task) }
                 if !to.isRunning { task.speed.reset() }
                 let told = hub.tellsChanges(into: to.kind)
                 if told || merges {
@@ -663,11 +663,15 @@ public actor DownloadTaskManager {
         }
         // A plain URL is resolved and named here: its run starts downloading without a round
         // trip through the manager.
+        var kept = false
         if !start.waitsForDeletion, let manifest = immediateManifest(of: task) {
             CrashPoint.resolved.reach()
-            let (named, _) = keep(manifest, of: task, resolved: true)
+            let (named, _) = keep(manifest, of: task, resolved: true, recording: false)
+            kept = true
             start.announced = named
             if Self.namesOwnOutputs(named, mode: task.mode) {
+                // (Its names reach the store before any byte reaches their files.)
+                saveRecord(task)
                 startStoreWrite()
                 start.namesStored = lastStoreWrite
             }
@@ -686,6 +690,8 @@ public actor DownloadTaskManager {
                 $0, mode: task.mode, rateLimited: services.engine.globalRateLimit != nil, fenced: layout.fence != nil)
         } == true
         task.run = RunHandle(ticket: ticket, mailbox: mailbox, shared: run.shared, events: events, execution: execution, direct: direct ? run : nil)
+        // (A run without a task is recorded with what comes of it, see `recordsLater`.)
+        if kept, !direct { saveRecord(task) }
         if !direct {
             execution.continueInTask {
                 // A stopped run may still be letting go of its files: it finishes first.

@@ -68,6 +68,54 @@ import TesseraTesting
         }
     }
 
+    /// A run without a task is recorded with what comes of it (``DownloadTaskManager/recordsLater(_:from:to:)``):
+    /// a task the store has as waiting stays so in a batch written while its run downloads (a
+    /// restart queues it as it would a resolving or downloading one), and its end is one record:
+    /// completed, with its manifest. (A record is written as the task is when its batch is: a
+    /// task added and started in the batch's time is stored as it is then.)
+    @Test func aRunWithoutATaskIsRecordedAtItsEnd() async throws {
+        try await withManager { harness in
+            let store = InMemoryDownloadStore()
+            var configuration = DownloadTaskManager.Configuration(downloadRoot: harness.root.path)
+            configuration.maxConcurrentTasks = 1
+            // (No tick while the test looks: a tick records a running task's bytes.)
+            configuration.progressInterval = .seconds(3600)
+            configuration.storeInterval = .seconds(3600)
+            let manager = DownloadTaskManager(configuration: configuration, engine: harness.engine, store: store)
+            // The first task holds the only task slot while its manifest is held back: the plain
+            // file waits in the queue, and is stored waiting.
+            let first = harness.fixture("first").entity
+            let manifestGate = LoopbackOrigin.Gate(), fileGate = LoopbackOrigin.Gate()
+            harness.origin.inject(.hold(manifestGate, afterBytes: 0), at: "/manifests/first.json")
+            let plain = DirectEntity(url: harness.origin.url("/bytes/40000/plain.bin"))
+            harness.origin.inject(.hold(fileGate, afterBytes: 10_000), at: "/bytes/40000/plain.bin")
+            _ = await manager.start(contentsOf: [first, plain])
+            #expect(await manager.waitForState(first.taskID, .resolving, timeout: .seconds(20))?.state == .resolving)
+            await manager.writeUnsaved()
+            #expect(try await store.loadAll().first { $0.task.id == plain.taskID }?.task.state == .waiting)
+
+            // It starts, without a task, once the first has its segments in flight; a batch
+            // written while it downloads has it as before.
+            manifestGate.open()
+            #expect(await manager.waitFor(plain.taskID, timeout: .seconds(20)) { $0.bytesDone >= 10_000 }?.state == .downloading)
+            await manager.writeUnsaved()
+            let during = try #require(try await store.loadAll().first { $0.task.id == plain.taskID })
+            #expect(during.task.state == .waiting)
+            #expect(during.task.manifest == nil)
+
+            fileGate.open()
+            #expect(await manager.waitForState(plain.taskID, .completed, timeout: .seconds(20))?.state == .completed)
+            await manager.writeUnsaved()
+            let after = try #require(try await store.loadAll().first { $0.task.id == plain.taskID })
+            #expect(after.task.state == .completed)
+            #expect(after.task.manifest?.outputs.first?.name == "plain.bin")
+            #expect(after.task.resolveCount == 1)
+            #expect(await manager.waitForState(first.taskID, .completed, timeout: .seconds(20))?.state == .completed)
+            await manager.shutdown()
+            #expect(await harness.origin.content(at: "/bytes/40000/plain.bin").verifyFile(atPath: harness.root.file("plain.bin"), size: 40_000))
+        }
+    }
+
     /// A shutdown while the transfer runs without a task: the next manager on the same store
     /// finds the task interrupted with its bytes and finishes it with the rest. The first
     /// shutdown leaves the work directory with the partial file; the second, with every task
