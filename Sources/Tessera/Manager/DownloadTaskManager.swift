@@ -662,16 +662,21 @@ public actor DownloadTaskManager {
             start.mayHaveFinishedBefore = !linked.isEmpty && linked.contains(FileLayout.fileName(for: id))
         }
         // A plain URL is resolved and named here: its run starts downloading without a round
-        // trip through the manager.
-        var kept = false
+        // trip through the manager. A fresh plain file starts without a task (at its first grant,
+        // see `TaskRun.startDirectly`) and is recorded with what comes of it (`recordsLater`);
+        // another is recorded now, and names of its own reach the store before any byte reaches
+        // their files.
+        let previous = task.run?.execution
+        var direct = false
         if !start.waitsForDeletion, let manifest = immediateManifest(of: task) {
             CrashPoint.resolved.reach()
             let (named, _) = keep(manifest, of: task, resolved: true, recording: false)
-            kept = true
             start.announced = named
-            if Self.namesOwnOutputs(named, mode: task.mode) {
-                // (Its names reach the store before any byte reaches their files.)
-                saveRecord(task)
+            let namesOwnOutputs = Self.namesOwnOutputs(named, mode: task.mode)
+            direct = previous == nil && !namesOwnOutputs && TaskRun.startsDirectly(
+                named, mode: task.mode, rateLimited: services.engine.globalRateLimit != nil, fenced: layout.fence != nil)
+            if !direct { saveRecord(task) }
+            if namesOwnOutputs {
                 startStoreWrite()
                 start.namesStored = lastStoreWrite
             }
@@ -682,16 +687,8 @@ public actor DownloadTaskManager {
             mailbox: mailbox,
             services: services,
             events: events, baseSeed: TaskRun.baseSeed(for: id, configured: configuration.randomSeed), execution: execution)
-        let previous = task.run?.execution
         task.progress = progress
-        // A fresh plain file starts without a task (at its first grant, see `TaskRun.startDirectly`).
-        let direct = previous == nil && start.namesStored == nil && start.announced.map {
-            TaskRun.startsDirectly(
-                $0, mode: task.mode, rateLimited: services.engine.globalRateLimit != nil, fenced: layout.fence != nil)
-        } == true
         task.run = RunHandle(ticket: ticket, mailbox: mailbox, shared: run.shared, events: events, execution: execution, direct: direct ? run : nil)
-        // (A run without a task is recorded with what comes of it, see `recordsLater`.)
-        if kept, !direct { saveRecord(task) }
         if !direct {
             execution.continueInTask {
                 // A stopped run may still be letting go of its files: it finishes first.
