@@ -42,6 +42,20 @@ struct CLI {
         URL(fileURLWithPath: "/proc/self/exe").resolvingSymlinksInPath().deletingLastPathComponent().appendingPathComponent("tessera")
     }
 
+    /// Puts the built `tessera` at `path` (a test's own installation): a hard link where the file
+    /// system allows, else a copy written through a descriptor closed on `exec`. A copy made
+    /// through a descriptor without that flag is inherited by whatever process another test starts
+    /// meanwhile, and running the copy then fails with "Text file busy" for as long as that
+    /// process lives (a clean clone's CI saw it).
+    static func install(at path: String) throws {
+        if link(executable.path, path) == 0 { return }
+        let bytes = try Data(contentsOf: executable)
+        let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o755)
+        guard descriptor >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        defer { close(descriptor) }
+        try FileHandle(fileDescriptor: descriptor, closeOnDealloc: false).write(contentsOf: bytes)
+    }
+
     /// The usual options for a test run: downloads and state in the test's directory, no proxy.
     func standard(_ arguments: [String]) -> [String] {
         guard let command = arguments.first, ["get", "cache", "resume"].contains(command) else { return arguments }

@@ -65,7 +65,7 @@ import TesseraTesting
         defer { cli.cleanUp() }
         let alone = cli.directory + "/alone/tessera"
         try FileManager.default.createDirectory(atPath: cli.directory + "/alone", withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: CLI.executable.path, toPath: alone)
+        try CLI.install(at: alone)
         let serve = try await cli.run(["serve", "--rpc-listen-port", "0"], executable: alone)
         #expect(serve.status == 1)
         #expect(serve.errors.contains("`serve` is run by tessera-server"))
@@ -81,7 +81,7 @@ import TesseraTesting
         let prefix = cli.directory + "/prefix"
         try FileManager.default.createDirectory(atPath: prefix + "/bin", withIntermediateDirectories: true)
         try FileManager.default.createDirectory(atPath: prefix + "/libexec/tessera", withIntermediateDirectories: true)
-        try FileManager.default.copyItem(atPath: CLI.executable.path, toPath: prefix + "/bin/tessera")
+        try CLI.install(at: prefix + "/bin/tessera")
         let server = CLI.executable.deletingLastPathComponent().appendingPathComponent("tessera-server").path
         try FileManager.default.createSymbolicLink(atPath: prefix + "/libexec/tessera/tessera-server", withDestinationPath: server)
         // (Through a link to bin/tessera, as a user's ~/bin may hold one: the real place counts.)
