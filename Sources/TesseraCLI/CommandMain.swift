@@ -106,6 +106,21 @@ package enum CommandMain {
         }
     }
 
+    /// A command's configuration as a subcommand of `tessera`: argument-parser's "super-command"
+    /// is set, which only a command parsed on its own (``directlyParsed(_:commands:)``) looks at:
+    /// it then skips its check for `--generate-completion-script`, two more parsers built from
+    /// their types at every start (a one-file `get`: 57.9 -> 57.0 M instructions; most of what
+    /// the check cost was the runtime's first look at conformances the command's own parse asks
+    /// for next). Parsed from the root, as `--help`, a mistake and the completion scripts are,
+    /// the root's configuration is the one consulted: the words are the same. A command line
+    /// that asks for a completion script is not the command's own (the command alone refuses
+    /// it), and goes to the root as it always has.
+    package static func subcommand(_ configuration: CommandConfiguration) -> CommandConfiguration {
+        var configuration = configuration
+        configuration._superCommandName = "tessera"
+        return configuration
+    }
+
     /// The command a command line names first (`get …`), parsed by that command alone, when it
     /// takes the rest as it is; `nil` otherwise. argument-parser, parsing from the root, builds
     /// the named command's whole set of options three times over before parsing it (it asks

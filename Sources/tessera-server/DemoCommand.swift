@@ -6,11 +6,11 @@ import TesseraTesting
 
 /// `tessera demo`: every plugin at work against an embedded loopback origin.
 struct DemoCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandMain.subcommand(CommandConfiguration(
         commandName: "demo",
         abstract: CommandMain.ServerCommand.demo.abstract,
         discussion: "Everything stays on 127.0.0.1. The origin injects faults (failing primary URLs, a corrupt piece) that the downloads recover from."
-    )
+    ))
 
     @Option(name: .shortAndLong, help: ArgumentHelp("Keep the downloads in this directory (default: a temporary one, removed at the end).", valueName: "dir"))
     var output: String?

@@ -10,7 +10,7 @@ import TesseraServer
 /// `tessera serve`: the manager as a daemon that aria2's RPC clients (aria2p, AriaNg, browser
 /// extensions) can drive, with the native API, a live dashboard and metrics.
 struct ServeCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandMain.subcommand(CommandConfiguration(
         commandName: "serve",
         abstract: CommandMain.ServerCommand.serve.abstract,
         discussion: """
@@ -27,7 +27,7 @@ struct ServeCommand: AsyncParsableCommand {
             --fleet-host-connections N keeps the whole fleet to N transfers at once to any one \
             server (host:port); each worker's -N still caps its own.
             """
-    )
+    ))
 
     @Option(name: .customLong("rpc-listen-port"), help: ArgumentHelp("The port to listen on (0: a free one, printed on start).", valueName: "port"))
     var port: Int = 6800

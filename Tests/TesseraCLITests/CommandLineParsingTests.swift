@@ -41,4 +41,18 @@ import Testing
             #expect(CommandMain.directlyParsed(line, commands: Root.configuration.subcommands) == nil, "\(line)")
         }
     }
+
+    /// A command parsed on its own skips argument-parser's completion-script check (its
+    /// configuration names `tessera` as its super-command); parsed from the root, as help and the
+    /// completion scripts are, it is worded as it always was.
+    @Test func theRootWordsACommandsHelpAndCompletionsAsBefore() {
+        let help = Root.helpMessage(for: GetCommand.self)
+        #expect(help.contains("USAGE: tessera get "), "\(help)")
+        #expect(!help.contains("tessera tessera"), "\(help)")
+        let script = Root.completionScript(for: .bash)
+        #expect(script.contains("--no-merge") && script.contains("--limit-rate"))
+        for command in CommandMain.downloadCommands {
+            #expect(command.configuration._superCommandName == "tessera", "\(command)")
+        }
+    }
 }

@@ -4,7 +4,7 @@ import Tessera
 
 /// `tessera get`: download inputs.
 struct GetCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandMain.subcommand(CommandConfiguration(
         commandName: "get",
         abstract: "Download URLs and plugin inputs.",
         discussion: """
@@ -15,7 +15,7 @@ struct GetCommand: AsyncParsableCommand {
             #EXT-X-ENDLIST, a dynamic MPD) is recorded until it ends, until --live-duration, or \
             until Ctrl-C, which ends the recording with a playable (merged) file.
             """
-    )
+    ))
 
     @OptionGroup var input: InputOptions
     @OptionGroup var download: DownloadOptions
@@ -47,10 +47,10 @@ struct GetCommand: AsyncParsableCommand {
 
 /// `tessera cache`: fill the segment cache (ZZDownloader's startCache).
 struct CacheCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandMain.subcommand(CommandConfiguration(
         commandName: "cache",
         abstract: "Fetch inputs' segments into the segment cache only; a later `get` completes from the cache."
-    )
+    ))
 
     @OptionGroup var input: InputOptions
     @OptionGroup var download: DownloadOptions

@@ -4,7 +4,7 @@ import Tessera
 
 /// `tessera list`: the tasks and groups in the store.
 struct ListCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "list", abstract: "List the tasks and groups in the store.")
+    static let configuration = CommandMain.subcommand(CommandConfiguration(commandName: "list", abstract: "List the tasks and groups in the store."))
 
     @OptionGroup var store: StoreOptions
 

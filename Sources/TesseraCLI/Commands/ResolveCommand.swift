@@ -4,11 +4,11 @@ import Tessera
 
 /// `tessera resolve`: what a manifest offers, without downloading.
 struct ResolveCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
+    static let configuration = CommandMain.subcommand(CommandConfiguration(
         commandName: "resolve",
         abstract: "Resolve inputs without downloading: every output a manifest offers, with its segments.",
         discussion: "Outputs the default (or --format) selection takes are marked. Like `yt-dlp -J`, for debugging a plugin."
-    )
+    ))
 
     @OptionGroup var input: InputOptions
     @OptionGroup var network: NetworkOptions

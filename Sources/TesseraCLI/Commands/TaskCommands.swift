@@ -49,8 +49,8 @@ struct TaskSelection {
 
 /// `tessera pause`.
 struct PauseCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "pause", abstract: "Pause tasks (in a running tessera too); `resume` or `get` continues them.")
+    static let configuration = CommandMain.subcommand(CommandConfiguration(
+        commandName: "pause", abstract: "Pause tasks (in a running tessera too); `resume` or `get` continues them."))
 
     @Argument(help: "Task IDs, entity keys, or a piece of an ID (see `tessera list`).")
     var keys: [String]
@@ -64,8 +64,8 @@ struct PauseCommand: AsyncParsableCommand {
 
 /// `tessera resume`.
 struct ResumeCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "resume", abstract: "Continue tasks from the store (all unfinished ones with --all) and follow them.")
+    static let configuration = CommandMain.subcommand(CommandConfiguration(
+        commandName: "resume", abstract: "Continue tasks from the store (all unfinished ones with --all) and follow them."))
 
     @Argument(help: "Task IDs, entity keys, or a piece of an ID (see `tessera list`).")
     var keys: [String] = []
@@ -115,8 +115,8 @@ struct ResumeCommand: AsyncParsableCommand {
 
 /// `tessera remove`.
 struct RemoveCommand: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        commandName: "remove", abstract: "Remove tasks and their partial files (and their outputs with --delete-files).")
+    static let configuration = CommandMain.subcommand(CommandConfiguration(
+        commandName: "remove", abstract: "Remove tasks and their partial files (and their outputs with --delete-files)."))
 
     @Argument(help: "Task IDs, entity keys, or a piece of an ID (see `tessera list`).")
     var keys: [String]
@@ -163,7 +163,7 @@ enum TaskCommand {
 
 /// `tessera plugins`.
 struct PluginsCommand: ParsableCommand {
-    static let configuration = CommandConfiguration(commandName: "plugins", abstract: "List the entity plugins and what they accept.")
+    static let configuration = CommandMain.subcommand(CommandConfiguration(commandName: "plugins", abstract: "List the entity plugins and what they accept."))
 
     @Flag(help: "One JSON document.")
     var json = false
