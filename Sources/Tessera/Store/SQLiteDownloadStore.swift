@@ -135,12 +135,7 @@ public final class SQLiteDownloadStore: DownloadStore {
             // The same checks again, now under the pool (a write-ahead log may have held more),
             // on the writer's connection, in one read transaction: no reader is opened (and
             // closed again after the migration) for it at every start.
-            _ = try pool.writeWithoutTransaction { db in
-                try db.inTransaction(.deferred) {
-                    _ = try Self.classify(db, path: path)
-                    return .commit
-                }
-            }
+            _ = try pool.writeWithoutTransaction { db in try Self.inReadTransaction(db) { try Self.classify($0, path: path) } }
             try Self.migrator.migrate(pool)
             // Readers opened before the migration would still know the old schema: none is kept.
             pool.invalidateReadOnlyConnections()
@@ -186,8 +181,12 @@ public final class SQLiteDownloadStore: DownloadStore {
     /// in the file, untouched.
     public func load() async throws(DownloadError) -> LoadResult {
         let path = self.path
+        // On the writer's connection, in one read transaction (a snapshot, as a reader's would
+        // be; no write lock is taken, so another process writing the file is not waited for):
+        // the tasks are read once, at a start, where a reader's connection would be opened for
+        // them (about a millisecond before the first download).
         let result = try await access("read the tasks") { [pool] () async throws -> LoadResult in
-            try await pool.read { db in try Self.readAll(db, path: path) }
+            try await pool.writeWithoutTransaction { db in try Self.inReadTransaction(db) { try Self.readAll($0, path: path) } }
         }
         lastUnreadable.withLock { $0 = result.unreadable }
         for item in result.unreadable {
@@ -411,6 +410,18 @@ public final class SQLiteDownloadStore: DownloadStore {
 
     /// Runs a database access, turning every failure into a ``DownloadError/Code/storeFailure``
     /// that names the file and the operation.
+    /// `body`'s reads on `db` (the writer's connection) in one deferred transaction: they see one
+    /// state of the file, and no write lock is taken unless `body` writes.
+    private static func inReadTransaction<T>(_ db: Database, _ body: (Database) throws -> T) throws -> T {
+        var result: T?
+        try db.inTransaction(.deferred) {
+            result = try body(db)
+            return .commit
+        }
+        guard let result else { throw DownloadError(.storeFailure, "a read of the store ended without its result") }
+        return result
+    }
+
     private func access<T: Sendable>(_ operation: String, _ body: () async throws -> T) async throws(DownloadError) -> T {
         do {
             return try await body()
