@@ -69,6 +69,9 @@ public actor DownloadTaskManager {
     var unsaved = PendingStoreChanges()
     /// The changes that make a store batch without waiting for the tick.
     static let storeBatchSize = 512
+    /// The changes that make a store batch without waiting for the tick once fewer tasks than
+    /// this wait to be launched (``writesEarly(unsaved:queued:)``).
+    static let storeTailBatchSize = 64
     var started = false
     var isShutDown = false
     /// Tasks the manager owns besides runs: the inbox, the ticker, watchers, probes, timers, deletions.

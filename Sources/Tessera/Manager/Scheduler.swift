@@ -189,6 +189,9 @@ struct Scheduler: Sendable {
     private(set) var limits: Limits
     private(set) var entries = HandleTable<Entry>()
     private var queue = PriorityQueue<QueueEntry>()
+    /// How many tasks wait in the queue to be launched, at most. (An entry a later command made
+    /// stale counts until the queue reaches it.)
+    var queuedCount: Int { queue.count }
     /// Tasks with a live run (resolving or downloading).
     private(set) var running: Set<TaskHandle> = []
     /// Whether slots are handed out by ``grantSingleSlots(into:)`` when every running task wants

@@ -11,6 +11,18 @@ import TesseraTesting
         DownloadManifest(outputs: [DownloadOutput(name: "a.bin", segments: [DownloadSegment(url: URL(string: url)!)])])
     }
 
+    /// A manager on an in-memory store that runs one task at a time and never ticks (a tick
+    /// records a running task's bytes and writes what waits): what the store has is what the
+    /// rules under test wrote.
+    private static func oneTaskAtATimeWithoutTicks(_ harness: ManagerHarness) -> (DownloadTaskManager, InMemoryDownloadStore) {
+        let store = InMemoryDownloadStore()
+        var configuration = DownloadTaskManager.Configuration(downloadRoot: harness.root.path)
+        configuration.maxConcurrentTasks = 1
+        configuration.progressInterval = .seconds(3600)
+        configuration.storeInterval = .seconds(3600)
+        return (DownloadTaskManager(configuration: configuration, engine: harness.engine, store: store), store)
+    }
+
     @Test func onlyAFileThatNeedsNothingButItsBytesStartsWithoutATask() {
         let plain = Self.plain()
         #expect(TaskRun.startsDirectly(plain, mode: .download, rateLimited: false, fenced: false))
@@ -75,13 +87,7 @@ import TesseraTesting
     /// task added and started in the batch's time is stored as it is then.)
     @Test func aRunWithoutATaskIsRecordedAtItsEnd() async throws {
         try await withManager { harness in
-            let store = InMemoryDownloadStore()
-            var configuration = DownloadTaskManager.Configuration(downloadRoot: harness.root.path)
-            configuration.maxConcurrentTasks = 1
-            // (No tick while the test looks: a tick records a running task's bytes.)
-            configuration.progressInterval = .seconds(3600)
-            configuration.storeInterval = .seconds(3600)
-            let manager = DownloadTaskManager(configuration: configuration, engine: harness.engine, store: store)
+            let (manager, store) = Self.oneTaskAtATimeWithoutTicks(harness)
             // The first task holds the only task slot while its manifest is held back: the plain
             // file waits in the queue, and is stored waiting.
             let first = harness.fixture("first").entity
@@ -113,6 +119,38 @@ import TesseraTesting
             #expect(await manager.waitForState(first.taskID, .completed, timeout: .seconds(20))?.state == .completed)
             await manager.shutdown()
             #expect(await harness.origin.content(at: "/bytes/40000/plain.bin").verifyFile(atPath: harness.root.file("plain.bin"), size: 40_000))
+        }
+    }
+
+    /// Once fewer than ``DownloadTaskManager/storeTailBatchSize`` tasks wait to be launched, the
+    /// changes go to the store in batches that small, not at the next full batch or tick: a
+    /// list's last downloads run while what ended before them is written. Here, 80 small files
+    /// and a last one held back, one at a time, with no tick: while the last one downloads, the
+    /// store already has the files that ended before the queue went short.
+    @Test func theLastDownloadsRunWhileWhatEndedBeforeIsWritten() async throws {
+        #expect(!DownloadTaskManager.writesEarly(unsaved: DownloadTaskManager.storeBatchSize - 1, queued: 1_000))
+        #expect(DownloadTaskManager.writesEarly(unsaved: DownloadTaskManager.storeBatchSize, queued: 1_000))
+        #expect(!DownloadTaskManager.writesEarly(unsaved: DownloadTaskManager.storeTailBatchSize - 1, queued: 0))
+        try await withManager { harness in
+            let (manager, store) = Self.oneTaskAtATimeWithoutTicks(harness)
+            let small = (0..<80).map { DirectEntity(url: harness.origin.url("/bytes/2000/s\($0).bin")) }
+            let gate = LoopbackOrigin.Gate()
+            let last = DirectEntity(url: harness.origin.url("/bytes/40000/last.bin"))
+            harness.origin.inject(.hold(gate, afterBytes: 10_000), at: "/bytes/40000/last.bin")
+            _ = await manager.start(contentsOf: small + [last])
+            #expect(await manager.waitFor(last.taskID, timeout: .seconds(20)) { $0.bytesDone >= 10_000 }?.state == .downloading)
+            // (The queue went short at the 18th launch: the 17 files before it had ended.)
+            let written = await eventually(within: .seconds(20)) {
+                let stored = (try? await store.loadAll()) ?? []
+                return stored.count == 81 && stored.filter { $0.task.state == .completed }.count >= 17
+            }
+            let states = ((try? await store.loadAll()) ?? []).map(\.task.state)
+            #expect(written, "\(states)")
+            gate.open()
+            #expect(await manager.waitForState(last.taskID, .completed, timeout: .seconds(20))?.state == .completed)
+            await manager.shutdown()
+            let final = try await store.loadAll()
+            #expect(final.count == 81 && final.allSatisfy { $0.task.state == .completed })
         }
     }
 
