@@ -16,9 +16,8 @@ struct PendingStoreChanges {
     /// The size of the last batch: the next one starts with room for as many.
     private var lastBatchSize = 0
 
-    /// The tasks whose record changed, in the order they first did, and the same as a set.
-    private var touched: [TaskHandle] = []
-    private var isTouched: Set<TaskHandle> = []
+    /// The tasks whose record changed, in the order they first did.
+    private var touched = HandleSet()
 
     /// Whether nothing is pending.
     var isEmpty: Bool { changes.isEmpty && touched.isEmpty }
@@ -42,19 +41,17 @@ struct PendingStoreChanges {
     /// Notes that the record of the task with `handle` changed: an update with its record as it
     /// is when the batch is taken follows the changes added before.
     mutating func touch(_ handle: TaskHandle) {
-        if isTouched.insert(handle).inserted { touched.append(handle) }
+        touched.insert(handle)
     }
 
     /// Everything pending, in order: the changes added, then an update for each touched task
     /// that `record` still gives a record for (merged into its task's last change when it can
     /// be); nothing is pending afterwards.
     mutating func take(records record: (TaskHandle) -> TaskRecord? = { _ in nil }) -> [StoreChange] {
-        let handles = touched
-        touched = []
-        isTouched = []
-        for handle in handles {
+        for handle in touched {
             if let record = record(handle) { add(.update(record), handle: handle) }
         }
+        touched.removeAll()
         // (Not keeping the capacity: the batch still holds the buffer, so a kept capacity would
         // be a new buffer as large as the largest batch ever, at every write.)
         let batch = changes

@@ -193,7 +193,7 @@ struct Scheduler: Sendable {
     /// stale counts until the queue reaches it.)
     var queuedCount: Int { queue.count }
     /// Tasks with a live run (resolving or downloading).
-    private(set) var running: Set<TaskHandle> = []
+    private(set) var running = HandleSet()
     /// Whether slots are handed out by ``grantSingleSlots(into:)`` when every running task wants
     /// one (tests turn it off to compare it with the general rule).
     var singleSlotFastPath = true

@@ -30,6 +30,65 @@ struct HandleTable<Value: Sendable>: Sendable {
     var values: some Sequence<Value> { slots.lazy.compactMap { $0 } }
 }
 
+/// Task handles, kept by the handle's number: membership is an index, not a hash (the
+/// scheduler asks whether a task runs several times per event). Iterates in insertion order,
+/// except that a removal moves the last handle into the removed one's place.
+struct HandleSet: Sendable, Sequence, Equatable {
+    private var members: [TaskHandle] = []
+    /// Each handle's place in `members`, plus one; 0 when it is not a member.
+    private var places: [Int32] = []
+
+    init() {}
+
+    var count: Int { members.count }
+    var isEmpty: Bool { members.isEmpty }
+
+    func contains(_ handle: TaskHandle) -> Bool {
+        let index = handle.raw
+        return index >= 0 && index < places.count && places[index] != 0
+    }
+
+    /// Adds `handle`; `false` when it was a member already.
+    @discardableResult
+    mutating func insert(_ handle: TaskHandle) -> Bool {
+        let index = handle.raw
+        precondition(index >= 0, "a task handle is not negative")
+        if index >= places.count { places.append(contentsOf: repeatElement(0, count: index - places.count + 1)) }
+        guard places[index] == 0 else { return false }
+        precondition(members.count < Int32.max, "too many handles")
+        members.append(handle)
+        places[index] = Int32(members.count)
+        return true
+    }
+
+    /// Removes `handle`; `false` when it was not a member.
+    @discardableResult
+    mutating func remove(_ handle: TaskHandle) -> Bool {
+        guard contains(handle) else { return false }
+        let place = Int(places[handle.raw]) - 1
+        let last = members.removeLast()
+        if place < members.count {
+            members[place] = last
+            places[last.raw] = Int32(place + 1)
+        }
+        places[handle.raw] = 0
+        return true
+    }
+
+    /// Removes every handle, keeping the room for them (it clears only the members' places).
+    mutating func removeAll() {
+        for handle in members { places[handle.raw] = 0 }
+        members.removeAll(keepingCapacity: true)
+    }
+
+    func makeIterator() -> IndexingIterator<[TaskHandle]> { members.makeIterator() }
+
+    /// Equal when they hold the same handles, in any order.
+    static func == (lhs: HandleSet, rhs: HandleSet) -> Bool {
+        lhs.count == rhs.count && lhs.members.allSatisfy(rhs.contains)
+    }
+}
+
 /// Counts by host name: a task's demand and its held slots. Nearly every task has one host
 /// (a segmented file may have a few mirrors), so a short list searched in order costs less
 /// than a dictionary, which hashes the name at every change. No entry holds 0.

@@ -20,6 +20,30 @@ import Testing
         #expect(table[TaskHandle(-1)] == nil, "an unknown handle has nothing")
     }
 
+    @Test func aHandleSetHoldsEachHandleOnceAndAnswersByIndex() {
+        var set = HandleSet()
+        #expect(set.isEmpty && !set.contains(TaskHandle(0)) && !set.contains(TaskHandle(-1)))
+        let added = [5, 2, 9].map { set.insert(TaskHandle($0)) }
+        #expect(added == [true, true, true])
+        let again = set.insert(TaskHandle(2))
+        #expect(!again, "a member is not added twice")
+        #expect(set.count == 3 && Array(set) == [TaskHandle(5), TaskHandle(2), TaskHandle(9)], "in insertion order")
+        let removed = [5, 5, 40].map { set.remove(TaskHandle($0)) }
+        #expect(removed == [true, false, false])
+        #expect(!set.contains(TaskHandle(5)) && set.contains(TaskHandle(2)) && set.contains(TaskHandle(9)))
+        #expect(Set(set) == [TaskHandle(2), TaskHandle(9)], "the last member takes the removed one's place")
+        var other = HandleSet()
+        other.insert(TaskHandle(9))
+        other.insert(TaskHandle(2))
+        #expect(set == other, "equal in any order")
+        other.insert(TaskHandle(1))
+        #expect(set != other)
+        set.removeAll()
+        #expect(set.isEmpty && !set.contains(TaskHandle(2)) && !set.contains(TaskHandle(9)))
+        let reused = set.insert(TaskHandle(9))
+        #expect(reused && Array(set) == [TaskHandle(9)], "usable again after removeAll")
+    }
+
     @Test func hostCountsDropAHostAtZeroAndCompareInAnyOrder() {
         var counts = HostCounts()
         counts["a", default: 0] += 2
