@@ -54,7 +54,7 @@ public actor DownloadTaskManager {
     var scheduler: Scheduler
     var tasks: [DownloadTaskID: ManagedTask] = [:]
     /// The same tasks by handle: what the scheduler and the runs name them by.
-    var byHandle: [TaskHandle: ManagedTask] = [:]
+    var byHandle = HandleTable<ManagedTask>()
     var nextHandle = 0
     /// Every task, in the order it was added (removed ones are skipped lazily).
     var addedOrder: [ManagedTask] = []

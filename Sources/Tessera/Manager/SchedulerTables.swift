@@ -1,7 +1,7 @@
 /// Values by task handle, kept at the handle's number: the manager numbers its tasks densely
 /// from 1, so a lookup is an index, not a hash (the scheduler looks its entries up several times
 /// per event). A removed task leaves an empty place.
-struct HandleTable<Value: Sendable>: Sendable {
+struct HandleTable<Value> {
     private var slots: [Value?] = []
     /// How many handles have a value.
     private(set) var count = 0
@@ -29,6 +29,8 @@ struct HandleTable<Value: Sendable>: Sendable {
     /// Every value, in handle order.
     var values: some Sequence<Value> { slots.lazy.compactMap { $0 } }
 }
+
+extension HandleTable: Sendable where Value: Sendable {}
 
 /// Task handles, kept by the handle's number: membership is an index, not a hash (the
 /// scheduler asks whether a task runs several times per event). Iterates in insertion order,
