@@ -408,8 +408,6 @@ public final class SQLiteDownloadStore: DownloadStore {
         }
     }
 
-    /// Runs a database access, turning every failure into a ``DownloadError/Code/storeFailure``
-    /// that names the file and the operation.
     /// `body`'s reads on `db` (the writer's connection) in one deferred transaction: they see one
     /// state of the file, and no write lock is taken unless `body` writes.
     private static func inReadTransaction<T>(_ db: Database, _ body: (Database) throws -> T) throws -> T {
@@ -422,6 +420,8 @@ public final class SQLiteDownloadStore: DownloadStore {
         return result
     }
 
+    /// Runs a database access, turning every failure into a ``DownloadError/Code/storeFailure``
+    /// that names the file and the operation.
     private func access<T: Sendable>(_ operation: String, _ body: () async throws -> T) async throws(DownloadError) -> T {
         do {
             return try await body()
