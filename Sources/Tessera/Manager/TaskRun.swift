@@ -469,8 +469,16 @@ final class TaskRun: Sendable {
                 doneSegments += writer.doneCount
                 segmentCount += output.segments.count
                 let sizes = output.segments.sizeSummary
-                knownBytes = knownBytes.saturatingAdding(sizes.knownBytes)
-                unknown += sizes.unknownCount
+                if sizes.unknownCount > 0, writer.doneCount == output.segments.count, kind != .cacheOnly, kind != .separate,
+                    let size = FileOperations.size(finalPath)
+                {
+                    // All of it is in place already (a file a killed process had finished): its
+                    // size is the file's, not an estimate.
+                    knownBytes = knownBytes.saturatingAdding(size)
+                } else {
+                    knownBytes = knownBytes.saturatingAdding(sizes.knownBytes)
+                    unknown += sizes.unknownCount
+                }
                 writers[index] = writer
             }
             progress.reset(

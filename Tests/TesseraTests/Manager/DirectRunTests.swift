@@ -227,6 +227,9 @@ import TesseraTesting
                 let done = await next.waitForState(entity.taskID, .completed, timeout: .seconds(20))
                 #expect(done?.state == .completed, "\(entity.taskID): \(String(describing: done?.state))")
                 #expect(done?.outputs.first?.path == harness.root.file(entity === known ? "known.bin" : "unknown.bin"))
+                // (Its size is the file's: the next run took the file as it is, and says so.)
+                let size: Int64 = entity === known ? 40_000 : 30_000
+                #expect(done?.bytesDone == size && done?.bytesTotal == size, "\(entity.taskID): \(String(describing: done?.bytesDone)) of \(String(describing: done?.bytesTotal))")
             }
             #expect(harness.origin.requestCount(for: "/bytes/40000/known.bin") == 1)
             #expect(harness.origin.requestCount(for: "/bytes/30000/unknown.bin") == 1)
