@@ -37,49 +37,41 @@ extension HandleTable: Sendable where Value: Sendable {}
 /// except that a removal moves the last handle into the removed one's place.
 struct HandleSet: Sendable, Sequence, Equatable {
     private var members: [TaskHandle] = []
-    /// Each handle's place in `members`, plus one; 0 when it is not a member.
-    private var places: [Int32] = []
+    /// Each member's place in `members`.
+    private var places = HandleTable<Int>()
 
     init() {}
 
     var count: Int { members.count }
     var isEmpty: Bool { members.isEmpty }
 
-    func contains(_ handle: TaskHandle) -> Bool {
-        let index = handle.raw
-        return index >= 0 && index < places.count && places[index] != 0
-    }
+    func contains(_ handle: TaskHandle) -> Bool { places[handle] != nil }
 
     /// Adds `handle`; `false` when it was a member already.
     @discardableResult
     mutating func insert(_ handle: TaskHandle) -> Bool {
-        let index = handle.raw
-        precondition(index >= 0, "a task handle is not negative")
-        if index >= places.count { places.append(contentsOf: repeatElement(0, count: index - places.count + 1)) }
-        guard places[index] == 0 else { return false }
-        precondition(members.count < Int32.max, "too many handles")
+        guard places[handle] == nil else { return false }
+        places[handle] = members.count
         members.append(handle)
-        places[index] = Int32(members.count)
         return true
     }
 
     /// Removes `handle`; `false` when it was not a member.
     @discardableResult
     mutating func remove(_ handle: TaskHandle) -> Bool {
-        guard contains(handle) else { return false }
-        let place = Int(places[handle.raw]) - 1
+        guard let place = places[handle] else { return false }
         let last = members.removeLast()
         if place < members.count {
             members[place] = last
-            places[last.raw] = Int32(place + 1)
+            places[last] = place
         }
-        places[handle.raw] = 0
+        places[handle] = nil
         return true
     }
 
     /// Removes every handle, keeping the room for them (it clears only the members' places).
     mutating func removeAll() {
-        for handle in members { places[handle.raw] = 0 }
+        for handle in members { places[handle] = nil }
         members.removeAll(keepingCapacity: true)
     }
 
