@@ -152,6 +152,7 @@ let package = Package(
             dependencies: [
                 "Tessera",
                 "TesseraEvents",
+                "CTesseraSystem",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "CoreMetrics", package: "swift-metrics"),
@@ -220,7 +221,7 @@ let package = Package(
         // Runs the built `tessera` executable, as its users do.
         .testTarget(
             name: "TesseraCLITests",
-            dependencies: ["Tessera", "TesseraTesting", "TesseraCLI"]
+            dependencies: ["Tessera", "TesseraTesting", "TesseraCLI", "CTesseraSystem"]
         ),
         // The daemon (`tessera serve`): the RPC without a network, then the HTTP server on 127.0.0.1.
         .testTarget(

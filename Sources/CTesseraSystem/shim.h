@@ -134,6 +134,33 @@ static inline void tessera_set_thread_name(const char *name) {
     (void)prctl(PR_SET_NAME, name, 0, 0, 0);
 }
 
+// Scheduling classes (sched(7)): SCHED_BATCH and SCHED_RESET_ON_FORK are declared only under
+// _GNU_SOURCE; their values are the kernel's ABI.
+
+#include <sched.h>
+
+enum { TESSERA_SCHED_OTHER = 0, TESSERA_SCHED_BATCH = 3, TESSERA_SCHED_RESET_ON_FORK = 0x40000000 };
+
+/// The scheduling policy of thread `tid` (0: the calling thread) without the reset-on-fork flag,
+/// or -1 with errno set.
+static inline int tessera_scheduling_policy(pid_t tid) {
+    int policy = sched_getscheduler(tid);
+    return policy < 0 ? -1 : (policy & ~TESSERA_SCHED_RESET_ON_FORK);
+}
+
+/// Moves thread `tid` (0: the calling thread) from the default class, SCHED_OTHER, to
+/// SCHED_BATCH (same nice value; the reset-on-fork flag kept): 1 when moved, 0 when it runs in
+/// another class (one its user chose: left as it is), -1 with errno set when the kernel refused.
+static inline int tessera_schedule_as_batch(pid_t tid) {
+    int policy = sched_getscheduler(tid);
+    if (policy < 0) return -1;
+    if ((policy & ~TESSERA_SCHED_RESET_ON_FORK) != TESSERA_SCHED_OTHER) return 0;
+    struct sched_param parameters;
+    memset(&parameters, 0, sizeof parameters);
+    int flags = policy & TESSERA_SCHED_RESET_ON_FORK;
+    return sched_setscheduler(tid, TESSERA_SCHED_BATCH | flags, &parameters) == 0 ? 1 : -1;
+}
+
 #endif
 
 #ifdef __linux__

@@ -146,6 +146,9 @@ struct DownloadRun {
 
     func execute() async throws {
         TerminalLogHandler.level.withLock { $0 = output.logLevel }
+        // Before the session starts its threads: they inherit the class of the thread that
+        // starts them.
+        BatchScheduling.applyToProcess()
         let inputs = try input.allInputs()
         let arguments = try input.parsedPluginArguments()
         let format = try input.formatSelector()

@@ -84,6 +84,7 @@ struct ResumeCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
+        BatchScheduling.applyToProcess()
         let settings = Session.Settings(
             downloadRoot: download.root, jobs: download.jobs, segments: download.segments,
             connectionsPerFile: download.connectionsPerFile, network: network, state: state,
