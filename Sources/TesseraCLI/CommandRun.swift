@@ -117,7 +117,7 @@ package struct CommandRun {
             await seed(tracker, Array(ids[start..<min(start + 1_000, ids.count)]))
         }
         var tracked = ids
-        let mailbox = CommandMailbox(stateDirectory: session.stateDirectory)
+        let mailbox = MailboxApplier(session: session) { input, error in display.inputError(input, error) }
         // (Ctrl-C may have come while the inputs were expanded, before any task was added.)
         var interrupted = interrupt.fired
         var wakes = wakeups.makeAsyncIterator()
@@ -129,8 +129,8 @@ package struct CommandRun {
             }
             if ContinuousClock.now - lastPoll >= .milliseconds(250) || resized.take() {
                 lastPoll = .now
-                for command in mailbox.take() {
-                    let added = await apply(command, tracked: tracked).filter { !tracked.contains($0) }
+                let added = await mailbox.applyWaiting().filter { !tracked.contains($0) }
+                if !added.isEmpty {
                     tracked += added
                     tracker.track(added)
                     await seed(tracker, added)
@@ -375,57 +375,6 @@ package struct CommandRun {
         }
     }
 
-    /// Applies another process's command; returns the tasks to follow from now on.
-    private func apply(_ command: CommandMailbox.Command, tracked: [DownloadTaskID]) async -> [DownloadTaskID] {
-        if command.action == "add" { return await add(command) }
-        guard let id = DownloadTaskID(command.id) else { return [] }
-        switch command.action {
-        case "pause":
-            await session.manager.stop(id)
-        case "resume":
-            if (try? await session.manager.resume(id)) != nil, !tracked.contains(id) { return [id] }
-        case "remove":
-            await session.manager.remove(id, deletingFiles: command.deleteFiles ?? false)
-        default:
-            break
-        }
-        return []
-    }
-
-    /// Another `get` on this state directory handed its inputs over: they become tasks of this
-    /// run, and the other process hears which (it follows them in the store).
-    private func add(_ command: CommandMailbox.Command) async -> [DownloadTaskID] {
-        var arguments = PluginArguments()
-        var errors: [[String: String]] = []
-        for text in command.pluginArguments ?? [] {
-            do { try arguments.add(text) } catch { errors.append(["input": text, "message": error.message]) }
-        }
-        let format = command.format.flatMap { try? FormatSelector($0) }
-        let resolver = InputResolver(registry: session.registry, context: session.resolveContext, arguments: arguments, format: format)
-        var ids: [DownloadTaskID] = []
-        for text in command.inputs ?? [] {
-            do {
-                for entity in try await resolver.entities(for: text) {
-                    let info = command.cacheOnly == true
-                        ? try await session.manager.startCache(entity) : try await session.manager.start(entity)
-                    if !ids.contains(info.id) { ids.append(info.id) }
-                }
-            } catch {
-                errors.append(["input": text, "message": error.message])
-                display.inputError(text, error)
-            }
-        }
-        await session.manager.flushStore()
-        if let reply = command.reply {
-            let answer = CommandMailbox.AddReply(ids: ids.map(\.description), errors: errors, downloadRoot: session.downloadRoot)
-            if let data = try? JSONEncoder().encode(answer) {
-                try? data.write(to: URL(fileURLWithPath: reply + ".tmp"))
-                try? FileManager.default.moveItem(atPath: reply + ".tmp", toPath: reply)
-            }
-        }
-        return ids
-    }
-
     /// The summary: one line per task (and its files), as text and as the last JSON line.
     /// Up to how many tasks a run keeps every end state for its summary (10,000;
     /// `TESSERA_TEST_KEPT_TASKS` sets it for the tests of the longer lists' summary).
@@ -563,62 +512,6 @@ package final class InterruptSignal: Sendable {
 
     /// Kept alive for the life of the process; written once, under `installed`.
     nonisolated(unsafe) private static var sources: [any DispatchSourceSignal] = []
-}
-
-/// Commands for the `tessera` that holds the state directory, as files in `<state>/commands`.
-struct CommandMailbox {
-    struct Command: Codable {
-        var action: String
-        var id: String
-        var deleteFiles: Bool?
-        /// `add`: inputs as `get` takes them, with its plugin arguments, format and mode.
-        var inputs: [String]?
-        var pluginArguments: [String]?
-        var format: String?
-        var cacheOnly: Bool?
-        /// `add`: where the running tessera writes its ``AddReply``.
-        var reply: String?
-    }
-
-    /// What the running tessera did with an `add`: the tasks it follows now, and the inputs it
-    /// could not use.
-    struct AddReply: Codable {
-        var ids: [String]
-        var errors: [[String: String]]
-        var downloadRoot: String
-    }
-
-    let directory: String
-
-    init(stateDirectory: String) {
-        directory = stateDirectory + "/commands"
-    }
-
-    /// Leaves a command; returns its file.
-    func post(_ command: Command) throws -> String {
-        if let problem = writableDirectoryProblem(directory) {
-            throw DownloadError(.storeFailure, "cannot leave a command in \(directory): \(problem)")
-        }
-        let path = directory + "/\(UUID().uuidString).json"
-        let temporary = path + ".tmp"
-        try JSONEncoder().encode(command).write(to: URL(fileURLWithPath: temporary))
-        try FileManager.default.moveItem(atPath: temporary, toPath: path)
-        return path
-    }
-
-    /// Takes (and deletes) the commands waiting.
-    func take() -> [Command] {
-        guard let names = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return [] }
-        var commands: [Command] = []
-        for name in names.sorted() where name.hasSuffix(".json") {
-            let path = directory + "/" + name
-            if let data = FileOperations.contents(path), let command = try? JSONDecoder().decode(Command.self, from: Data(data)) {
-                commands.append(command)
-            }
-            try? FileManager.default.removeItem(atPath: path)
-        }
-        return commands
-    }
 }
 
 enum FileSize {

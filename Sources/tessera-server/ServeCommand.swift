@@ -183,6 +183,13 @@ struct ServeCommand: AsyncParsableCommand {
         let host = serverConfiguration.host
         let authenticated = secret != nil
         let fleetRun = fleetWorker.map { fleet in Task { await fleet.worker.run(manager: session.manager) } }
+        // `tessera pause|resume|remove` and a second `get` on this state directory reach the
+        // daemon through its mailbox, as they reach a running `get` (a fleet worker answers
+        // that its tasks are the fleet's).
+        let mailbox = MailboxApplier(
+            session: session,
+            refusal: fleetWorker.map { "this tessera serve is a worker of the fleet on \($0.connection.database): add and change tasks with `tessera fleet add` or its RPC" })
+        let mailboxRun = Task { await mailbox.serve() }
         let fleetText = fleetWorker.map { "; fleet worker on \($0.connection.database)" } ?? ""
         do {
             try await server.run(stopsOnSignals: true) { port in
@@ -192,6 +199,8 @@ struct ServeCommand: AsyncParsableCommand {
                         + (authenticated ? "" : "; no --rpc-secret: every caller may act"))
             }
         } catch {
+            mailboxRun.cancel()
+            await mailboxRun.value
             await fleetWorker?.worker.stop()
             await fleetRun?.value
             await fleetWorker?.connection.close()
@@ -201,6 +210,8 @@ struct ServeCommand: AsyncParsableCommand {
             await daemon.shutdown()
             throw ExitCode(1)
         }
+        mailboxRun.cancel()
+        await mailboxRun.value
         if let fleetWorker {
             // The tasks go back to the queue first (their runs stopped, their journals written).
             await fleetWorker.worker.stop()

@@ -500,15 +500,21 @@ import TesseraTesting
                 #expect(result.status == 0, "\(result.errors)")
                 #expect(result.output.contains("sent to the running tessera"), "\(action) \(name): \(result.output)")
             }
-            // Resumed slowly: it finishes seconds after the other task.
+            // Resumed, it is held again halfway until the other task has finished: the run must
+            // wait for it (a timed throttle could let it finish first on a loaded machine, and the
+            // run end at the other's pause, before its resume came).
             try await command("pause", "resumed.iso")
+            let gate = LoopbackOrigin.Gate()
             origin.clearFaults(at: resumed)
-            origin.inject(.throttle(bytesPerSecond: 600_000), at: resumed)
+            origin.inject(.hold(gate, afterBytes: 500_000), at: resumed)
             try await command("resume", "resumed.iso")
             // The other one, paused and resumed, asks again and finishes at once.
             try await command("pause", "other.bin")
             origin.clearFaults(at: other)
             try await command("resume", "other.bin")
+            #expect(await eventually(within: .seconds(30)) { fileSize(cli.downloads + "/other.bin") == 2_000_000 })
+            #expect(process.termination == nil, "the run waits for the task still held: \(fileText(err))")
+            gate.open()
             #expect(await process.exited(within: .seconds(60)))
             process.terminate()
             #expect(await process.ended() == .exited(0), "\(fileText(err))")

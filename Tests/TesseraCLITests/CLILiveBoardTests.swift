@@ -173,7 +173,6 @@ import TesseraTesting
             #expect(gapped, "\(lines)")
             #expect(lines.allSatisfy { Self.columns($0) < 120 }, "\(lines)")
             #expect(!lines.contains { $0.contains("%") }, "a recording has no percent: \(lines)")
-            print(lines.joined(separator: "\n"))
         }
     }
 }

@@ -161,22 +161,31 @@ struct DownloadRun {
             display.standardError(
                 "tessera: note: -o \(Terminal.clean(value)) is taken as the download directory for one more release; use -d for that (-o names files: -o '%(title)s.%(ext)s')")
         }
-        let session: Session
-        do {
-            session = try await Session.open(Session.Settings(
-                downloadRoot: download.root, jobs: download.jobs, segments: download.segments,
-                connectionsPerFile: download.connectionsPerFile, network: network, state: state,
-                outputTemplate: download.template, merging: mode == .download ? merge?.policy : nil, live: live))
-        } catch where StateLock.isBusy(error) {
-            // Another tessera runs on this state directory: it takes the inputs.
-            let code = try await Handoff(
-                inputs: inputs, pluginArguments: input.pluginArguments, format: input.format, cacheOnly: mode == .cacheOnly,
-                state: state, downloadRoot: absolute(download.root), display: display
-            ).run()
-            if code != 0 { throw ExitCode(code) }
-            return
-        } catch {
-            display.standardError("tessera: \(describe(error))")
+        let settings = Session.Settings(
+            downloadRoot: download.root, jobs: download.jobs, segments: download.segments,
+            connectionsPerFile: download.connectionsPerFile, network: network, state: state,
+            outputTemplate: download.template, merging: mode == .download ? merge?.policy : nil, live: live)
+        var opened: Session?
+        for _ in 0..<TaskSelection.attempts where opened == nil {
+            do {
+                opened = try await Session.open(settings)
+            } catch where StateLock.isBusy(error) {
+                // Another tessera runs on this state directory: it takes the inputs (when it
+                // ends before it takes them, they run here).
+                let code = try await Handoff(
+                    inputs: inputs, pluginArguments: input.pluginArguments, format: input.format, cacheOnly: mode == .cacheOnly,
+                    state: state, downloadRoot: absolute(download.root), display: display
+                ).run()
+                guard let code else { continue }
+                if code != 0 { throw ExitCode(code) }
+                return
+            } catch {
+                display.standardError("tessera: \(describe(error))")
+                throw ExitCode(1)
+            }
+        }
+        guard let session = opened else {
+            display.standardError("tessera: \(TaskSelection.changedHands(state).message)")
             throw ExitCode(1)
         }
         let report = try await session.manager.restore(resuming: false)

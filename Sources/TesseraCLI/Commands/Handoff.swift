@@ -19,26 +19,45 @@ struct Handoff {
     /// times a second, and resolves each input before it answers).
     static let replyTimeout: Duration = .seconds(120)
 
-    func run() async throws -> Int32 {
+    /// `nil` when the running tessera ended before it took the inputs: nobody will, and the
+    /// caller runs them itself (it can open the store now); otherwise the exit code.
+    func run() async throws -> Int32? {
         let mailbox = CommandMailbox(stateDirectory: state.directory)
-        let reply = mailbox.directory + "/\(UUID().uuidString).reply"
+        let reply = mailbox.replyPath()
         defer { try? FileManager.default.removeItem(atPath: reply) }
-        _ = try mailbox.post(.init(
+        let posted = try mailbox.post(.init(
             action: "add", id: "", inputs: inputs, pluginArguments: pluginArguments, format: format, cacheOnly: cacheOnly,
             reply: reply))
         let interrupt = InterruptSignal.shared
         interrupt.install()
-        var answer: CommandMailbox.AddReply?
         let deadline = ContinuousClock.now + Self.replyTimeout
-        while answer == nil, ContinuousClock.now < deadline, !interrupt.fired {
-            if let data = FileOperations.contents(reply).map({ Data($0) }) {
-                answer = try? JSONDecoder().decode(CommandMailbox.AddReply.self, from: data)
+        // First taken (or taken back: the running tessera ended, or Ctrl-C here), then answered.
+        while access(posted, F_OK) == 0 {
+            let ended = !StateLock.isHeld(directory: state.directory)
+            if ended || interrupt.fired || ContinuousClock.now >= deadline, mailbox.withdraw(posted) {
+                if interrupt.fired { return 130 }
+                if ended { return nil }
+                display.standardError("tessera: the tessera running on \(state.directory) did not take the inputs within \(Self.replyTimeout); nothing was added")
+                return 1
             }
-            if answer == nil { try await Task.sleep(for: .milliseconds(100)) }
+            try await Task.sleep(for: .milliseconds(50))
+        }
+        var answer: CommandMailbox.Reply?
+        while answer == nil, ContinuousClock.now < deadline, !interrupt.fired {
+            answer = CommandMailbox.reply(at: reply)
+            if answer == nil {
+                // Taken, but the running tessera ended before it answered (killed): its store
+                // says what became of the inputs; they are not run a second time here.
+                if !StateLock.isHeld(directory: state.directory), !FileManager.default.fileExists(atPath: reply) {
+                    display.standardError("tessera: the tessera running on \(state.directory) took the inputs and ended before it answered; see `tessera list`")
+                    return 1
+                }
+                try await Task.sleep(for: .milliseconds(100))
+            }
         }
         guard let answer else {
             if interrupt.fired { return 130 }
-            display.standardError("tessera: the tessera running on \(state.directory) did not take the inputs within \(Self.replyTimeout)")
+            display.standardError("tessera: the tessera running on \(state.directory) took the inputs and did not answer within \(Self.replyTimeout); see `tessera list`")
             return 1
         }
         for error in answer.errors {

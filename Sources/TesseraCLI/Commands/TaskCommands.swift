@@ -9,8 +9,7 @@ struct TaskSelection {
     static func resolve(_ keys: [String], among known: [DownloadTaskID]) throws -> [DownloadTaskID] {
         var ids: [DownloadTaskID] = []
         for key in keys {
-            let exact = known.filter { $0.description == key || $0.entityKey == key }
-            let matches = exact.isEmpty ? known.filter { $0.description.contains(key) } : exact
+            let matches = matches(key, among: known)
             guard !matches.isEmpty else { throw DownloadError(.invalidState, "no task matches \"\(key)\" (see `tessera list`)") }
             guard matches.count == 1 else {
                 throw DownloadError(.invalidState, "\"\(key)\" matches \(matches.count) tasks: \(matches.prefix(5).map(\.description).joined(separator: ", "))")
@@ -18,6 +17,12 @@ struct TaskSelection {
             if !ids.contains(matches[0]) { ids.append(matches[0]) }
         }
         return ids
+    }
+
+    /// The tasks `key` names: those whose ID or entity key it is, else those whose ID holds it.
+    static func matches(_ key: String, among known: [DownloadTaskID]) -> [DownloadTaskID] {
+        let exact = known.filter { $0.description == key || $0.entityKey == key }
+        return exact.isEmpty ? known.filter { $0.description.contains(key) } : exact
     }
 
     /// Opens a session when no other `tessera` holds the state directory; `nil` when one does.
@@ -29,21 +34,59 @@ struct TaskSelection {
         }
     }
 
-    /// Sends commands to the running `tessera` and waits (briefly) for it to take them.
-    static func post(_ action: String, _ keys: [String], state: StateOptions, deleteFiles: Bool = false) async throws {
-        let store = try SQLiteDownloadStore(path: state.directory + "/tessera.sqlite")
-        let stored = try await store.loadAll()
-        let ids = try resolve(keys, among: stored.map(\.task.id))
+    /// Leaves a command per key (one for every unfinished task with `all`) for the running
+    /// `tessera`, which finds the tasks among its own (those it added a moment ago too), and
+    /// waits for it to take each. Returns the keys it did not take because it ended first:
+    /// nobody will apply those, and the caller does, on the store it can open now. Throws when
+    /// it did not take one within ``CommandMailbox/deliveryTimeout`` (that one is taken back:
+    /// nothing happens to it), and exits with 1 when it refused one (a key that names no task).
+    static func post(
+        _ action: String, _ keys: [String], all: Bool = false, state: StateOptions, deleteFiles: Bool = false
+    ) async throws -> [String] {
         let mailbox = CommandMailbox(stateDirectory: state.directory)
-        var files: [String] = []
-        for id in ids {
-            files.append(try mailbox.post(.init(action: action, id: id.description, deleteFiles: deleteFiles)))
+        var posted: [(key: String, path: String, reply: String)] = []
+        for key in all ? [""] : keys {
+            let reply = mailbox.replyPath()
+            let command = CommandMailbox.Command(action: action, id: key, deleteFiles: deleteFiles, reply: reply, all: all)
+            posted.append((key, try mailbox.post(command), reply))
         }
-        let deadline = ContinuousClock.now + .seconds(5)
-        while files.contains(where: FileManager.default.fileExists), ContinuousClock.now < deadline {
-            try await Task.sleep(for: .milliseconds(100))
+        let deadline = ContinuousClock.now + CommandMailbox.deliveryTimeout
+        var left: [String] = [], unanswered: [String] = [], refused = false
+        for (key, path, reply) in posted {
+            defer { unlink(reply) }
+            switch try await mailbox.delivery(of: path, until: deadline) {
+            case .taken:
+                // Applied (or refused, and why) at once; a tessera killed meanwhile gives no
+                // answer, and what it did is in the store.
+                guard let answer = try await mailbox.answer(at: reply, until: .now + .seconds(10)) else {
+                    Terminal.out("\(action) sent to the running tessera: \(all ? "every unfinished task" : key)")
+                    continue
+                }
+                for error in answer.errors { Terminal.err("tessera: \(error["message"] ?? "refused")") }
+                refused = refused || !answer.errors.isEmpty
+                for id in answer.ids { Terminal.out("\(action) sent to the running tessera: \(id)") }
+            case .holderEnded: left.append(key)
+            case .unanswered: unanswered.append(all ? "every unfinished task" : key)
+            }
         }
-        for id in ids { Terminal.out("\(action) sent to the running tessera: \(id)") }
+        guard unanswered.isEmpty else {
+            throw DownloadError(
+                .invalidState,
+                "the tessera running on \(state.directory) did not take \(action) of \(unanswered.joined(separator: ", ")) "
+                    + "within \(CommandMailbox.deliveryTimeout); nothing was done to \(unanswered.count == 1 ? "it" : "them")")
+        }
+        if refused { throw ExitCode(1) }
+        return left
+    }
+
+    /// How often a command goes to the running `tessera` again when the one it went to ended
+    /// first and another took the state directory before this process could.
+    static let attempts = 3
+
+    /// What is said when every attempt found another `tessera` that ended before it took the
+    /// command.
+    static func changedHands(_ state: StateOptions) -> DownloadError {
+        DownloadError(.invalidState, "the state directory \(state.directory) changed hands \(attempts) times while the command waited; run it again")
     }
 }
 
@@ -89,10 +132,22 @@ struct ResumeCommand: AsyncParsableCommand {
             downloadRoot: download.root, jobs: download.jobs, segments: download.segments,
             connectionsPerFile: download.connectionsPerFile, network: network, state: state,
             outputTemplate: download.template, merging: merge.policy)
-        guard let session = try await TaskSelection.openUnlessBusy(settings) else {
-            try await TaskSelection.post("resume", keys, state: state)
-            return
+        var keys = self.keys
+        var opened: Session?
+        do {
+            // Through the running tessera when one holds the store; here when it ends first.
+            for _ in 0..<TaskSelection.attempts where opened == nil {
+                opened = try await TaskSelection.openUnlessBusy(settings)
+                guard opened == nil else { break }
+                keys = try await TaskSelection.post("resume", keys, all: all, state: state)
+                if keys.isEmpty { return }
+            }
+            guard opened != nil else { throw TaskSelection.changedHands(state) }
+        } catch let error as DownloadError {
+            Terminal.err("tessera: \(error.message)")
+            throw ExitCode(1)
         }
+        guard let session = opened else { return }
         let display = Display(json: output.json, quiet: output.quiet)
         do {
             try await session.manager.restore(resuming: false)
@@ -137,10 +192,27 @@ enum TaskCommand {
     static func run(action: String, keys: [String], state: StateOptions, deleteFiles: Bool = false) async throws {
         do {
             let settings = Session.Settings(network: try NetworkOptions.parse([]), state: state)
-            guard let session = try await TaskSelection.openUnlessBusy(settings) else {
-                try await TaskSelection.post(action, keys, state: state, deleteFiles: deleteFiles)
+            var keys = keys
+            // Through the running tessera when one holds the store; here when it ends first.
+            for _ in 0..<TaskSelection.attempts {
+                guard let session = try await TaskSelection.openUnlessBusy(settings) else {
+                    keys = try await TaskSelection.post(action, keys, state: state, deleteFiles: deleteFiles)
+                    if keys.isEmpty { return }
+                    continue
+                }
+                try await apply(action, keys, on: session, deleteFiles: deleteFiles)
                 return
             }
+            throw TaskSelection.changedHands(state)
+        } catch let error as DownloadError {
+            Terminal.err("tessera: \(error.message)")
+            throw ExitCode(1)
+        }
+    }
+
+    /// `pause` or `remove` on a store this process holds.
+    private static func apply(_ action: String, _ keys: [String], on session: Session, deleteFiles: Bool) async throws {
+        do {
             try await session.manager.restore(resuming: false)
             let ids = try TaskSelection.resolve(keys, among: await session.manager.checkAll().map(\.id))
             for id in ids {
@@ -154,11 +226,11 @@ enum TaskCommand {
             }
             // Let a removal delete its files before the process ends.
             try await Task.sleep(for: .milliseconds(200))
+        } catch {
             await session.close()
-        } catch let error as DownloadError {
-            Terminal.err("tessera: \(error.message)")
-            throw ExitCode(1)
+            throw error
         }
+        await session.close()
     }
 }
 

@@ -42,13 +42,16 @@ import TesseraTesting
             let path = "/chunked.bin"
             let origin = harness.origin
             origin.serve(path, .init(.generated(size: size), chunked: true))
-            // Slow enough that the pause always comes in the middle, however loaded the machine.
-            origin.inject(.throttle(bytesPerSecond: 300_000), at: path, times: 1)
+            // Held in the middle until the pause has come, however loaded the machine (a throttle
+            // let the whole body arrive first when the test's threads were starved for seconds).
+            let gate = LoopbackOrigin.Gate()
+            origin.inject(.hold(gate, afterBytes: 300_000), at: path, times: 1)
             let entity = DirectEntity(url: origin.url(path))
             try await harness.manager.start(entity)
             await harness.waitFor(entity.taskID) { $0.bytesDone > 200_000 }
             await harness.manager.stop(entity.taskID)
             try #require(await harness.waitForState(entity.taskID, .paused) != nil)
+            gate.open()
             try await harness.manager.resume(entity.taskID)
             let done = try #require(await harness.waitForState(entity.taskID, .completed, timeout: .seconds(30)))
             #expect(await origin.content(at: path).verifyFile(atPath: harness.root.file("chunked.bin"), size: size))
