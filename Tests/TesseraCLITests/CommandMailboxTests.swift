@@ -166,6 +166,26 @@ import TesseraTesting
         }
     }
 
+    /// A holder killed after it took the command (before it applied it, or before it answered):
+    /// the command does not claim it was done.
+    @Test func aHolderThatEndsAfterItTookTheCommandIsNotTakenForDone() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let (_, lock) = try await Self.storedThenHeld(cli, origin, "taken.bin")
+            let (process, out, err) = try cli.start(["remove", "--state-dir", cli.state, "taken.bin"])
+            #expect(await eventually(within: .seconds(30)) { Self.waitingCommands(cli) == 1 })
+            // Taken, and the holder ends without a word.
+            #expect(CommandMailbox(stateDirectory: cli.state).take().map(\.action) == ["remove"])
+            lock.release()
+            #expect(await process.exited(within: .seconds(30)))
+            process.terminate()
+            #expect(await process.ended() == .exited(1), "\(fileText(out))")
+            #expect(fileText(err).contains("took remove of taken.bin and ended before it answered; see `tessera list`"), "\(fileText(err))")
+            #expect(!fileText(out).contains("sent"), "\(fileText(out))")
+        }
+    }
+
     @Test func aGetHandedToATesseraThatEndsFirstRunsHere() async throws {
         let cli = CLI()
         defer { cli.cleanUp() }
@@ -274,6 +294,7 @@ import TesseraTesting
             #expect(!pause.output.contains("sent"), "\(pause.output)")
             #expect(handed.status == 1)
             #expect(handed.errors.contains("its tasks are the fleet's"), "\(handed.errors)")
+            #expect(!handed.output.contains("handed"), "nothing was handed: \(handed.output)")
             #expect(fileSize(cli.downloads + "/other.bin") == nil)
         }
     }

@@ -64,6 +64,8 @@ struct Handoff {
             display.standardError("tessera: \(error["input"] ?? "?"): \(error["message"] ?? "?")")
         }
         let ids = answer.ids.compactMap(DownloadTaskID.init)
+        // Nothing taken (every input refused, or none stood for a download): nothing to follow.
+        if ids.isEmpty { return answer.errors.isEmpty ? 0 : 1 }
         say("handed \(Display.count(ids.count, "task")) to the tessera running on \(state.directory)"
             + (answer.downloadRoot == downloadRoot ? "" : " (it downloads into \(answer.downloadRoot))"))
         let settled = try await follow(ids, interrupt: interrupt)

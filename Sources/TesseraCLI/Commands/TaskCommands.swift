@@ -39,7 +39,8 @@ struct TaskSelection {
     /// waits for it to take each. Returns the keys it did not take because it ended first:
     /// nobody will apply those, and the caller does, on the store it can open now. Throws when
     /// it did not take one within ``CommandMailbox/deliveryTimeout`` (that one is taken back:
-    /// nothing happens to it), and exits with 1 when it refused one (a key that names no task).
+    /// nothing happens to it), and exits with 1 when it refused one (a key that names no task)
+    /// or took one and ended (killed) before it answered.
     static func post(
         _ action: String, _ keys: [String], all: Bool = false, state: StateOptions, deleteFiles: Bool = false
     ) async throws -> [String] {
@@ -51,19 +52,23 @@ struct TaskSelection {
             posted.append((key, try mailbox.post(command), reply))
         }
         let deadline = ContinuousClock.now + CommandMailbox.deliveryTimeout
-        var left: [String] = [], unanswered: [String] = [], refused = false
+        var left: [String] = [], unanswered: [String] = [], failed = false
         for (key, path, reply) in posted {
             defer { unlink(reply) }
             switch try await mailbox.delivery(of: path, until: deadline) {
             case .taken:
-                // Applied (or refused, and why) at once; a tessera killed meanwhile gives no
-                // answer, and what it did is in the store.
-                guard let answer = try await mailbox.answer(at: reply, until: .now + .seconds(10)) else {
-                    Terminal.out("\(action) sent to the running tessera: \(all ? "every unfinished task" : key)")
+                // Applied (or refused, and why) and answered at once; a tessera killed after it
+                // took the command gives no answer, and what it did, if anything, is in the store.
+                guard let answer = try await mailbox.answer(at: reply, until: max(deadline, .now + .seconds(10))) else {
+                    let ended = !StateLock.isHeld(directory: state.directory)
+                    Terminal.err(
+                        "tessera: the tessera running on \(state.directory) took \(action) of \(all ? "every unfinished task" : key) and "
+                            + (ended ? "ended before it answered" : "has not answered") + "; see `tessera list`, and run the command again if it is not done")
+                    failed = true
                     continue
                 }
                 for error in answer.errors { Terminal.err("tessera: \(error["message"] ?? "refused")") }
-                refused = refused || !answer.errors.isEmpty
+                failed = failed || !answer.errors.isEmpty
                 for id in answer.ids { Terminal.out("\(action) sent to the running tessera: \(id)") }
             case .holderEnded: left.append(key)
             case .unanswered: unanswered.append(all ? "every unfinished task" : key)
@@ -75,7 +80,7 @@ struct TaskSelection {
                 "the tessera running on \(state.directory) did not take \(action) of \(unanswered.joined(separator: ", ")) "
                     + "within \(CommandMailbox.deliveryTimeout); nothing was done to \(unanswered.count == 1 ? "it" : "them")")
         }
-        if refused { throw ExitCode(1) }
+        if failed { throw ExitCode(1) }
         return left
     }
 
