@@ -145,6 +145,11 @@ package struct CommandRun {
             }
             guard await wakes.next() != nil else { break }
         }
+        // From here to the shutdown (a Ctrl-C's pauses, the merges: minutes, for a long video)
+        // this run starts nothing more: a command sent meanwhile is answered so, and its sender
+        // waits for this process to end and does it itself.
+        let finishing = Task { await MailboxApplier(session: session, deferring: true).serve() }
+        defer { finishing.cancel() }
         if interrupted {
             // A live recording ends (its file is complete and playable, merged like any other);
             // every other task pauses, to continue next time.
@@ -181,6 +186,8 @@ package struct CommandRun {
         }
         ticker.cancel()
         await session.manager.shutdown()
+        finishing.cancel()
+        await finishing.value
         await eventTask.value
         merges.warnAboutSkipped()
         // The end state, asked a thousand tasks at a time; with -q (no summary) only what the

@@ -324,4 +324,41 @@ import TesseraTesting
             #expect(paused)
         }
     }
+
+    /// A `get` that is finishing (merging, or pausing after Ctrl-C) starts nothing more: a command
+    /// sent then waits for it to end and runs by itself, however long that takes.
+    @Test func aCommandSentWhileTheRunningTesseraFinishesRunsHereAfterIt() async throws {
+        let cli = CLI()
+        defer { cli.cleanUp() }
+        try await withLoopbackOrigin { origin in
+            let stored = try await cli.run(["get", origin.url("/bytes/4000/first.bin").absoluteString])
+            #expect(stored.status == 0, "\(stored.errors)")
+            var settings = Session.Settings(network: try NetworkOptions.parse(["--proxy", ""]), state: try StateOptions.parse(["--state-dir", cli.state]))
+            settings.downloadRoot = cli.downloads
+            let session = try await Session.open(settings)
+            let finishing = Task { await MailboxApplier(session: session, deferring: true).serve() }
+            let (remove, removeOut, removeErr) = try cli.start(["remove", "--state-dir", cli.state, "--delete-files", "first.bin"])
+            let (get, getOut, getErr) = try cli.start(["get", origin.url("/bytes/30000/second.bin").absoluteString])
+            // Both answered "finishing", and both wait (well past the time a command takes).
+            #expect(await eventually(within: .seconds(30)) {
+                fileText(removeErr).contains("is finishing; remove waits for it to end") && fileText(getOut).contains("is finishing")
+            }, "\(fileText(removeErr)) \(fileText(getOut))")
+            #expect(remove.termination == nil && get.termination == nil)
+            #expect(fileSize(cli.downloads + "/first.bin") == 4_000, "nothing done while it finishes")
+            finishing.cancel()
+            await finishing.value
+            await session.close()
+            #expect(await remove.exited(within: .seconds(30)))
+            #expect(await get.exited(within: .seconds(30)))
+            remove.terminate()
+            get.terminate()
+            #expect(await remove.ended() == .exited(0), "\(fileText(removeErr))")
+            // Done here, or by the `get` that opened the store first and took it.
+            let removed = fileText(removeOut)
+            #expect(removed.contains("removed direct:") || removed.contains("remove sent to the running tessera: direct:"), "\(removed)")
+            #expect(fileSize(cli.downloads + "/first.bin") == nil)
+            #expect(await get.ended() == .exited(0), "\(fileText(getErr))")
+            #expect(await origin.content(at: "/bytes/30000/second.bin").verifyFile(atPath: cli.downloads + "/second.bin", size: 30_000))
+        }
+    }
 }

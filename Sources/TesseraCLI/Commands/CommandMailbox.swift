@@ -32,6 +32,9 @@ struct CommandMailbox {
         var ids: [String]
         var errors: [[String: String]]
         var downloadRoot: String
+        /// The running tessera is finishing (merging, pausing after Ctrl-C) and starts nothing
+        /// more: the sender waits for it to end, then does the command itself.
+        var waitForEnd: Bool?
     }
 
     /// How a command left in the mailbox ended.
@@ -116,6 +119,14 @@ struct CommandMailbox {
             // (Looked for once more after the end is seen: it may have answered, then ended.)
             if !StateLock.isHeld(directory: stateDirectory) || ContinuousClock.now >= deadline { return Self.reply(at: reply) }
             try await Task.sleep(for: .milliseconds(50))
+        }
+    }
+
+    /// Waits (without a limit: a merge may take minutes; Ctrl-C ends the command) until the
+    /// running tessera has ended.
+    func holderEnd() async throws {
+        while StateLock.isHeld(directory: stateDirectory) {
+            try await Task.sleep(for: .milliseconds(100))
         }
     }
 

@@ -60,6 +60,15 @@ struct Handoff {
             display.standardError("tessera: the tessera running on \(state.directory) took the inputs and did not answer within \(Self.replyTimeout); see `tessera list`")
             return 1
         }
+        if answer.waitForEnd == true {
+            // Finishing (merging): it starts nothing more; the inputs run here once it has ended.
+            say("the tessera running on \(state.directory) is finishing; the inputs run here once it has ended")
+            while StateLock.isHeld(directory: state.directory) {
+                if interrupt.fired { return 130 }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            return nil
+        }
         for error in answer.errors {
             display.standardError("tessera: \(error["input"] ?? "?"): \(error["message"] ?? "?")")
         }

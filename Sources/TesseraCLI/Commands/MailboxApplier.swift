@@ -11,12 +11,20 @@ package struct MailboxApplier: Sendable {
     /// Why this process takes no commands (a fleet worker: its tasks are the fleet's); each is
     /// answered with it. `nil`: they are applied.
     let refusal: String?
+    /// This process is finishing (a `get` merging, or pausing after Ctrl-C) and starts nothing
+    /// more: each command is answered with ``CommandMailbox/Reply/waitForEnd``, and its sender
+    /// does it itself once this process has ended.
+    let deferring: Bool
     /// An input of a handed-over `get` that could not be used, as this process tells it too.
     let inputError: @Sendable (String, DownloadError) -> Void
 
-    package init(session: Session, refusal: String? = nil, inputError: @escaping @Sendable (String, DownloadError) -> Void = { _, _ in }) {
+    package init(
+        session: Session, refusal: String? = nil, deferring: Bool = false,
+        inputError: @escaping @Sendable (String, DownloadError) -> Void = { _, _ in }
+    ) {
         self.session = session
         self.refusal = refusal
+        self.deferring = deferring
         self.inputError = inputError
     }
 
@@ -39,6 +47,10 @@ package struct MailboxApplier: Sendable {
 
     /// Applies one command and answers it; returns the tasks it started or resumed.
     func apply(_ command: CommandMailbox.Command) async -> [DownloadTaskID] {
+        if deferring {
+            answer(command, ids: [], errors: [], waitForEnd: true)
+            return []
+        }
         if let refusal {
             let subjects = command.action == "add" ? command.inputs ?? [] : [command.id]
             answer(command, ids: [], errors: subjects.map { ["input": $0, "message": refusal] })
@@ -105,9 +117,9 @@ package struct MailboxApplier: Sendable {
     }
 
     /// Writes the answer where the sender waits for it (whole, by a rename).
-    private func answer(_ command: CommandMailbox.Command, ids: [DownloadTaskID], errors: [[String: String]]) {
+    private func answer(_ command: CommandMailbox.Command, ids: [DownloadTaskID], errors: [[String: String]], waitForEnd: Bool? = nil) {
         guard let reply = command.reply else { return }
-        let answer = CommandMailbox.Reply(ids: ids.map(\.description), errors: errors, downloadRoot: session.downloadRoot)
+        let answer = CommandMailbox.Reply(ids: ids.map(\.description), errors: errors, downloadRoot: session.downloadRoot, waitForEnd: waitForEnd)
         guard let data = try? JSONEncoder().encode(answer) else { return }
         try? data.write(to: URL(fileURLWithPath: reply + ".tmp"))
         try? FileManager.default.moveItem(atPath: reply + ".tmp", toPath: reply)

@@ -52,7 +52,7 @@ struct TaskSelection {
             posted.append((key, try mailbox.post(command), reply))
         }
         let deadline = ContinuousClock.now + CommandMailbox.deliveryTimeout
-        var left: [String] = [], unanswered: [String] = [], failed = false
+        var left: [String] = [], unanswered: [String] = [], failed = false, toldFinishing = false
         for (key, path, reply) in posted {
             defer { unlink(reply) }
             switch try await mailbox.delivery(of: path, until: deadline) {
@@ -65,6 +65,16 @@ struct TaskSelection {
                         "tessera: the tessera running on \(state.directory) took \(action) of \(all ? "every unfinished task" : key) and "
                             + (ended ? "ended before it answered" : "has not answered") + "; see `tessera list`, and run the command again if it is not done")
                     failed = true
+                    continue
+                }
+                if answer.waitForEnd == true {
+                    // Finishing (merging): it starts nothing more; done here once it has ended.
+                    if !toldFinishing {
+                        toldFinishing = true
+                        Terminal.err("tessera: the tessera running on \(state.directory) is finishing; \(action) waits for it to end, then runs here (Ctrl-C stops waiting)")
+                    }
+                    try await mailbox.holderEnd()
+                    left.append(key)
                     continue
                 }
                 for error in answer.errors { Terminal.err("tessera: \(error["message"] ?? "refused")") }
