@@ -84,9 +84,7 @@ struct CommandMailbox {
         // Named by the time it was left (then a UUID): taken in the order they were left.
         let microseconds = String(UInt64(max(0, Date().timeIntervalSince1970 * 1e6)))
         let path = directory + "/" + String(repeating: "0", count: max(0, 20 - microseconds.count)) + microseconds + "-\(UUID().uuidString).json"
-        let temporary = path + ".tmp"
-        try JSONEncoder().encode(command).write(to: URL(fileURLWithPath: temporary))
-        try FileManager.default.moveItem(atPath: temporary, toPath: path)
+        try Self.writeWhole(JSONEncoder().encode(command), to: path)
         return path
     }
 
@@ -97,13 +95,15 @@ struct CommandMailbox {
     }
 
     /// Waits until the running tessera takes the command left at `path`. When it ends first
-    /// (the state directory's lock is free) or `deadline` passes, the command is taken back,
-    /// unless it was taken in the meantime.
-    func delivery(of path: String, until deadline: ContinuousClock.Instant) async throws -> Delivery {
+    /// (the state directory's lock is free), `deadline` passes or `stopping()` (Ctrl-C here)
+    /// says so, the command is taken back, unless it was taken in the meantime.
+    func delivery(
+        of path: String, until deadline: ContinuousClock.Instant, stopping: () -> Bool = { false }
+    ) async throws -> Delivery {
         while true {
             if access(path, F_OK) != 0 { return .taken }
             let ended = !StateLock.isHeld(directory: stateDirectory)
-            if ended || ContinuousClock.now >= deadline {
+            if ended || ContinuousClock.now >= deadline || stopping() {
                 guard withdraw(path) else { return .taken }
                 return ended ? .holderEnded : .unanswered
             }
@@ -112,22 +112,33 @@ struct CommandMailbox {
     }
 
     /// Waits for the answer at `reply` to a command the running tessera took: `nil` when it
-    /// ended without one (killed) or gave none by `deadline`.
-    func answer(at reply: String, until deadline: ContinuousClock.Instant) async throws -> Reply? {
+    /// ended without one (killed), gave none by `deadline`, or `stopping()` said so first.
+    func answer(
+        at reply: String, until deadline: ContinuousClock.Instant, stopping: () -> Bool = { false }
+    ) async throws -> Reply? {
         while true {
             if let answer = Self.reply(at: reply) { return answer }
             // (Looked for once more after the end is seen: it may have answered, then ended.)
-            if !StateLock.isHeld(directory: stateDirectory) || ContinuousClock.now >= deadline { return Self.reply(at: reply) }
+            if !StateLock.isHeld(directory: stateDirectory) || ContinuousClock.now >= deadline || stopping() {
+                return Self.reply(at: reply)
+            }
             try await Task.sleep(for: .milliseconds(50))
         }
     }
 
-    /// Waits (without a limit: a merge may take minutes; Ctrl-C ends the command) until the
-    /// running tessera has ended.
-    func holderEnd() async throws {
-        while StateLock.isHeld(directory: stateDirectory) {
+    /// Waits (without a limit: a merge may take minutes) until the running tessera has ended,
+    /// or `stopping()` (Ctrl-C here) says so.
+    func holderEnd(stopping: () -> Bool = { false }) async throws {
+        while StateLock.isHeld(directory: stateDirectory), !stopping() {
             try await Task.sleep(for: .milliseconds(100))
         }
+    }
+
+    /// Writes `data` at `path` whole: a reader sees nothing there, or all of it.
+    static func writeWhole(_ data: Data, to path: String) throws {
+        let temporary = path + ".tmp"
+        try data.write(to: URL(fileURLWithPath: temporary))
+        try FileManager.default.moveItem(atPath: temporary, toPath: path)
     }
 
     /// Takes (and deletes) the commands waiting, in the order they were left. Each is claimed by a rename

@@ -31,43 +31,30 @@ struct Handoff {
         let interrupt = InterruptSignal.shared
         interrupt.install()
         let deadline = ContinuousClock.now + Self.replyTimeout
-        // First taken (or taken back: the running tessera ended, or Ctrl-C here), then answered.
-        while access(posted, F_OK) == 0 {
-            let ended = !StateLock.isHeld(directory: state.directory)
-            if ended || interrupt.fired || ContinuousClock.now >= deadline, mailbox.withdraw(posted) {
-                if interrupt.fired { return 130 }
-                if ended { return nil }
-                display.standardError("tessera: the tessera running on \(state.directory) did not take the inputs within \(Self.replyTimeout); nothing was added")
-                return 1
-            }
-            try await Task.sleep(for: .milliseconds(50))
-        }
-        var answer: CommandMailbox.Reply?
-        while answer == nil, ContinuousClock.now < deadline, !interrupt.fired {
-            answer = CommandMailbox.reply(at: reply)
-            if answer == nil {
-                // Taken, but the running tessera ended before it answered (killed): its store
-                // says what became of the inputs; they are not run a second time here.
-                if !StateLock.isHeld(directory: state.directory), !FileManager.default.fileExists(atPath: reply) {
-                    display.standardError("tessera: the tessera running on \(state.directory) took the inputs and ended before it answered; see `tessera list`")
-                    return 1
-                }
-                try await Task.sleep(for: .milliseconds(100))
-            }
-        }
-        guard let answer else {
+        let stopping = { interrupt.fired }
+        switch try await mailbox.delivery(of: posted, until: deadline, stopping: stopping) {
+        case .taken: break
+        case .holderEnded: return interrupt.fired ? 130 : nil
+        case .unanswered:
             if interrupt.fired { return 130 }
-            display.standardError("tessera: the tessera running on \(state.directory) took the inputs and did not answer within \(Self.replyTimeout); see `tessera list`")
+            display.standardError("tessera: the tessera running on \(state.directory) did not take the inputs within \(Self.replyTimeout); nothing was added")
+            return 1
+        }
+        guard let answer = try await mailbox.answer(at: reply, until: deadline, stopping: stopping) else {
+            if interrupt.fired { return 130 }
+            // Taken, but not answered: what became of the inputs is in the running tessera's
+            // store; they are not run a second time here.
+            let ended = !StateLock.isHeld(directory: state.directory)
+            display.standardError(
+                "tessera: the tessera running on \(state.directory) took the inputs and "
+                    + (ended ? "ended before it answered" : "did not answer within \(Self.replyTimeout)") + "; see `tessera list`")
             return 1
         }
         if answer.waitForEnd == true {
             // Finishing (merging): it starts nothing more; the inputs run here once it has ended.
             say("the tessera running on \(state.directory) is finishing; the inputs run here once it has ended")
-            while StateLock.isHeld(directory: state.directory) {
-                if interrupt.fired { return 130 }
-                try await Task.sleep(for: .milliseconds(100))
-            }
-            return nil
+            try await mailbox.holderEnd(stopping: stopping)
+            return interrupt.fired ? 130 : nil
         }
         for error in answer.errors {
             display.standardError("tessera: \(error["input"] ?? "?"): \(error["message"] ?? "?")")

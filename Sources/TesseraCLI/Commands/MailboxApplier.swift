@@ -121,7 +121,6 @@ package struct MailboxApplier: Sendable {
         guard let reply = command.reply else { return }
         let answer = CommandMailbox.Reply(ids: ids.map(\.description), errors: errors, downloadRoot: session.downloadRoot, waitForEnd: waitForEnd)
         guard let data = try? JSONEncoder().encode(answer) else { return }
-        try? data.write(to: URL(fileURLWithPath: reply + ".tmp"))
-        try? FileManager.default.moveItem(atPath: reply + ".tmp", toPath: reply)
+        try? CommandMailbox.writeWhole(data, to: reply)
     }
 }

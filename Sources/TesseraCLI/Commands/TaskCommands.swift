@@ -94,6 +94,22 @@ struct TaskSelection {
         return left
     }
 
+    /// Opens the store when no other `tessera` holds it; otherwise sends the command to the one
+    /// that does (``post(_:_:all:state:deleteFiles:)``). Returns the session and the keys left to
+    /// do on it (the ones the running tessera did not take because it ended first), or `nil`
+    /// when the running tessera took them all.
+    static func openOrSend(
+        _ action: String, _ keys: [String], all: Bool = false, settings: Session.Settings, state: StateOptions, deleteFiles: Bool = false
+    ) async throws -> (session: Session, keys: [String])? {
+        var keys = keys
+        for _ in 0..<attempts {
+            if let session = try await openUnlessBusy(settings) { return (session, keys) }
+            keys = try await post(action, keys, all: all, state: state, deleteFiles: deleteFiles)
+            if keys.isEmpty { return nil }
+        }
+        throw changedHands(state)
+    }
+
     /// How often a command goes to the running `tessera` again when the one it went to ended
     /// first and another took the state directory before this process could.
     static let attempts = 3
@@ -147,22 +163,15 @@ struct ResumeCommand: AsyncParsableCommand {
             downloadRoot: download.root, jobs: download.jobs, segments: download.segments,
             connectionsPerFile: download.connectionsPerFile, network: network, state: state,
             outputTemplate: download.template, merging: merge.policy)
-        var keys = self.keys
-        var opened: Session?
+        // Through the running tessera when one holds the store; here when it ends first.
+        let opened: (session: Session, keys: [String])?
         do {
-            // Through the running tessera when one holds the store; here when it ends first.
-            for _ in 0..<TaskSelection.attempts where opened == nil {
-                opened = try await TaskSelection.openUnlessBusy(settings)
-                guard opened == nil else { break }
-                keys = try await TaskSelection.post("resume", keys, all: all, state: state)
-                if keys.isEmpty { return }
-            }
-            guard opened != nil else { throw TaskSelection.changedHands(state) }
+            opened = try await TaskSelection.openOrSend("resume", keys, all: all, settings: settings, state: state)
         } catch let error as DownloadError {
             Terminal.err("tessera: \(error.message)")
             throw ExitCode(1)
         }
-        guard let session = opened else { return }
+        guard let (session, keys) = opened else { return }
         let display = Display(json: output.json, quiet: output.quiet)
         do {
             try await session.manager.restore(resuming: false)
@@ -207,18 +216,11 @@ enum TaskCommand {
     static func run(action: String, keys: [String], state: StateOptions, deleteFiles: Bool = false) async throws {
         do {
             let settings = Session.Settings(network: try NetworkOptions.parse([]), state: state)
-            var keys = keys
             // Through the running tessera when one holds the store; here when it ends first.
-            for _ in 0..<TaskSelection.attempts {
-                guard let session = try await TaskSelection.openUnlessBusy(settings) else {
-                    keys = try await TaskSelection.post(action, keys, state: state, deleteFiles: deleteFiles)
-                    if keys.isEmpty { return }
-                    continue
-                }
-                try await apply(action, keys, on: session, deleteFiles: deleteFiles)
-                return
-            }
-            throw TaskSelection.changedHands(state)
+            guard let (session, keys) = try await TaskSelection.openOrSend(
+                action, keys, settings: settings, state: state, deleteFiles: deleteFiles)
+            else { return }
+            try await apply(action, keys, on: session, deleteFiles: deleteFiles)
         } catch let error as DownloadError {
             Terminal.err("tessera: \(error.message)")
             throw ExitCode(1)
