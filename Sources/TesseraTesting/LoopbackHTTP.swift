@@ -35,47 +35,22 @@ public enum LoopbackHTTP {
         port: Int, method: String = "GET", path: String, headers: [String: String] = [:], body: Data? = nil
     ) async throws -> Response {
         try await onThread {
-            // A GET whose connection the loaded machine dropped before a byte of the answer came
-            // (reset, or closed) is sent again, twice at most, as a browser or curl's user would.
-            var attempt = 1
+            let socket = try connect(port: port)
+            defer { close(socket) }
+            try send(socket, head(method: method, path: path, port: port, headers: headers, body: body) + Array(body ?? Data()))
+            var received: [UInt8] = []
+            var buffer = [UInt8](repeating: 0, count: 65_536)
             while true {
-                do {
-                    return try exchange(port: port, method: method, path: path, headers: headers, body: body)
-                } catch let dropped as Dropped {
-                    guard method == "GET", attempt < 3 else {
-                        throw Failure(description: "no HTTP answer: the connection ended before a byte of it (\(dropped.reason); attempt \(attempt))")
-                    }
-                    attempt += 1
+                let count = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
+                if count < 0, errno == EINTR { continue }
+                if count < 0, errno == EAGAIN || errno == EWOULDBLOCK, headEnd(received) == nil {
+                    throw Failure(description: "no HTTP answer within \(readTimeout) s (\(received.count) bytes of it)")
                 }
+                guard count > 0 else { break }
+                received += buffer[..<count]
             }
+            return try parse(received)
         }
-    }
-
-    /// A connection that ended before a byte of the answer came.
-    private struct Dropped: Error {
-        var reason: String
-    }
-
-    /// One connection, one request, the whole answer.
-    private static func exchange(port: Int, method: String, path: String, headers: [String: String], body: Data?) throws -> Response {
-        let socket = try connect(port: port)
-        defer { close(socket) }
-        try send(socket, head(method: method, path: path, port: port, headers: headers, body: body) + Array(body ?? Data()))
-        var received: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let count = buffer.withUnsafeMutableBytes { recv(socket, $0.baseAddress, $0.count, 0) }
-            if count < 0, errno == EINTR { continue }
-            if count < 0, errno == EAGAIN || errno == EWOULDBLOCK, headEnd(received) == nil {
-                throw Failure(description: "no HTTP answer within \(readTimeout) s (\(received.count) bytes of it)")
-            }
-            if count <= 0, received.isEmpty {
-                throw Dropped(reason: count == 0 ? "closed" : String(cString: strerror(errno)))
-            }
-            guard count > 0 else { break }
-            received += buffer[..<count]
-        }
-        return try parse(received)
     }
 
     /// A response read as it streams (server-sent events), on a thread of its own, until the
@@ -83,6 +58,8 @@ public enum LoopbackHTTP {
     public final class Stream: Sendable {
         private struct State {
             var received: [UInt8] = []
+            /// Set when the reading thread has closed the socket: its number may belong to
+            /// another connection from then on, which ``close()`` must not shut down.
             var ended = false
         }
 
@@ -99,8 +76,10 @@ public enum LoopbackHTTP {
                     guard count > 0 else { break }
                     state.withLock { $0.received += buffer[..<count] }
                 }
-                state.withLock { $0.ended = true }
-                Glibc.close(socket)
+                state.withLock { state in
+                    state.ended = true
+                    Glibc.close(socket)
+                }
             }.start()
         }
 
@@ -121,7 +100,10 @@ public enum LoopbackHTTP {
 
         /// Ends the stream (the reading thread closes the socket).
         public func close() {
-            shutdown(socket, Int32(SHUT_RDWR))
+            // (Under the lock the thread closes the socket with: never a number reused since.)
+            state.withLock { state in
+                if !state.ended { shutdown(socket, Int32(SHUT_RDWR)) }
+            }
         }
     }
 
